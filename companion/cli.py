@@ -1,0 +1,54 @@
+"""The ``veil`` command line.
+
+Each subcommand lives in its own module under :mod:`companion.commands` and
+exposes ``register(subparsers)``; heavy imports (torch, transformers) happen only
+inside the handler, so ``veil perturb`` starts in milliseconds.
+
+Errors Veil raises on purpose (:class:`py_core.errors.VeilError`) become a
+one-line message on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from py_core.errors import VeilError
+
+# One line per subcommand module; each defines register(subparsers).
+COMMAND_MODULES = (
+    "companion.commands.perturb",
+    "companion.commands.eval",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"veil: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="veil", description="Veil: differential privacy for LLM users.")
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except VeilError as exc:
+        print(f"veil: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("veil: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

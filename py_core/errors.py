@@ -1,0 +1,32 @@
+"""One exception root for everything Veil raises on purpose.
+
+Each specific error also subclasses the matching builtin, so callers that only
+know Python's own exceptions (``except ValueError``) still catch it.
+"""
+
+from __future__ import annotations
+
+
+class VeilError(Exception):
+    """Root of every error Veil raises deliberately."""
+
+
+class InvalidParameterError(VeilError, ValueError):
+    """A parameter is out of range or of the wrong kind; the message names the value."""
+
+
+class InsecureRandomnessError(VeilError, ValueError):
+    """A seeded (reproducible) RNG was passed where real data is being protected."""
+
+
+class InsufficientBudgetError(VeilError, ValueError):
+    """A request would spend more privacy budget than remains."""
+
+    def __init__(self, message: str, *, remaining: float, requested: float) -> None:
+        super().__init__(message)
+        self.remaining = remaining
+        self.requested = requested
+
+
+class StateError(VeilError, ValueError):
+    """Saved state is corrupted or does not match; it is refused, never silently redrawn."""
