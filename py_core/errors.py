@@ -30,3 +30,24 @@ class InsufficientBudgetError(VeilError, ValueError):
 
 class StateError(VeilError, ValueError):
     """Saved state is corrupted or does not match; it is refused, never silently redrawn."""
+
+
+class ProfileError(InvalidParameterError):
+    """A RootGuard profile is invalid; ``.problems`` lists every problem found."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {problem}" for problem in self.problems)
+        super().__init__(f"invalid profile ({len(self.problems)} problem(s)):\n{lines}")
+
+
+class DependencyCycleError(ProfileError):
+    """Derived values depend on each other in a cycle; ``.cycle`` names it (first name repeated)."""
+
+    def __init__(self, cycle: list[str], problems: list[str] | None = None) -> None:
+        self.cycle = list(cycle)
+        super().__init__(problems or [f"dependency cycle: {' -> '.join(self.cycle)}"])
+
+
+class ExpressionError(InvalidParameterError):
+    """A formula is unsafe or malformed, or could not be evaluated (domain error, overflow)."""

@@ -1,0 +1,382 @@
+"""JSON-in / JSON-out facade for the extension (Pyodide).
+
+Every argument and result is a plain dict / list / str / float, so it crosses the
+JavaScript boundary unchanged and the state can live in ``chrome.storage``.
+This facade protects real data: it uses a CSPRNG (``random.SystemRandom``) and
+refuses a seeded ``random.Random`` with :class:`InsecureRandomnessError`.
+
+* :func:`validate_profile` -- every problem of a profile, ``[]`` when fine;
+* :func:`init_state` -- sanitize once each root that has a true value;
+* :func:`protect_text` -- replace the person's values in a prompt by their
+  cached noisy values (drawing only roots with a true value and no cached value);
+* :func:`reset_state` -- an explicit re-draw, spending budget again;
+* :func:`noisy_values`, :func:`ledger`, :func:`describe` -- what to show.
+
+A corrupted or mismatched state raises :class:`StateError` and nothing is drawn.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from py_core.errors import InvalidParameterError, ProfileError, StateError, VeilError
+from py_core.rootguard.cache import STATE_FORMAT, RootCache, _checksum
+from py_core.rootguard.mechanism import resolve_rng
+from py_core.rootguard.profile import Profile, load_profile
+from py_core.rootguard.text import find_mentions, replace_mentions
+
+__all__ = [
+    "DEFAULT_PROFILE",
+    "describe",
+    "init_state",
+    "ledger",
+    "noisy_values",
+    "protect_text",
+    "reset_state",
+    "validate_profile",
+]
+
+
+def _root(
+    quantity: str,
+    unit: str,
+    domain: list[float],
+    precision: float,
+    privacy_unit: float,
+    reference: float,
+    aliases: list[str],
+    title: str,
+) -> dict[str, Any]:
+    return {
+        "title": title,
+        "quantity": quantity,
+        "unit": unit,
+        "domain": domain,
+        "precision": precision,
+        "privacy_unit": privacy_unit,
+        "reference": reference,
+        "aliases": aliases,
+    }
+
+
+#: A default adult profile.  Domains are public clinical ranges; references are
+#: approximate US adult means (NHANES 2017-18); each root gets ε = 1 per privacy
+#: unit (the budget 14 split over 14 roots), i.e. two values one privacy unit
+#: apart (10 years, 10 kg, 20 mmHg, ...) are e^1-indistinguishable.  ``female``
+#: is a public 0/1 constant used by eGFR; set it for the person.
+DEFAULT_PROFILE: dict[str, Any] = {
+    "format": "veil.rootguard.profile",
+    "version": 1,
+    "budget": 14.0,
+    "max_total_epsilon": None,
+    "target": None,
+    "constants": {"female": 0},
+    "values": {
+        "age": _root("age", "years", [18, 100], 1, 10, 48, ["age", "aged"], "Age"),
+        "height_cm": _root(
+            "length", "cm", [120, 220], 0.1, 10, 168, ["height", "tall", "stature"], "Height"
+        ),
+        "weight_kg": _root(
+            "mass",
+            "kg",
+            [30, 250],
+            0.1,
+            10,
+            82,
+            ["weight", "weigh", "weighs", "weighed", "body weight"],
+            "Weight",
+        ),
+        "waist_cm": _root(
+            "length", "cm", [50, 180], 0.1, 10, 99, ["waist", "waist circumference"], "Waist"
+        ),
+        "sbp": _root(
+            "pressure",
+            "mmHg",
+            [70, 250],
+            1,
+            20,
+            124,
+            ["systolic", "systolic blood pressure", "sbp"],
+            "Systolic blood pressure",
+        ),
+        "dbp": _root(
+            "pressure",
+            "mmHg",
+            [40, 150],
+            1,
+            20,
+            72,
+            ["diastolic", "diastolic blood pressure", "dbp"],
+            "Diastolic blood pressure",
+        ),
+        "glucose": _root(
+            "glucose",
+            "mg/dL",
+            [40, 400],
+            1,
+            20,
+            104,
+            ["glucose", "fasting glucose", "blood sugar", "blood glucose", "fpg", "fbg"],
+            "Fasting glucose",
+        ),
+        "insulin": _root(
+            "insulin",
+            "uU/mL",
+            [1, 300],
+            0.1,
+            5,
+            11,
+            ["insulin", "fasting insulin"],
+            "Fasting insulin",
+        ),
+        "ast": _root(
+            "enzyme",
+            "U/L",
+            [5, 1000],
+            1,
+            20,
+            24,
+            ["ast", "sgot", "aspartate aminotransferase"],
+            "AST",
+        ),
+        "alt": _root(
+            "enzyme",
+            "U/L",
+            [5, 1000],
+            1,
+            20,
+            24,
+            ["alt", "sgpt", "alanine aminotransferase"],
+            "ALT",
+        ),
+        "platelets": _root(
+            "platelets",
+            "10^9/L",
+            [10, 1000],
+            1,
+            50,
+            245,
+            ["platelets", "platelet count", "platelet", "plt"],
+            "Platelets",
+        ),
+        "creatinine": _root(
+            "creatinine",
+            "mg/dL",
+            [0.2, 15],
+            0.01,
+            0.3,
+            0.9,
+            ["creatinine", "serum creatinine", "scr"],
+            "Creatinine",
+        ),
+        "triglycerides": _root(
+            "triglycerides",
+            "mg/dL",
+            [20, 2000],
+            1,
+            50,
+            110,
+            ["triglycerides", "triglyceride", "tg", "trigs"],
+            "Triglycerides",
+        ),
+        "hdl": _root(
+            "cholesterol",
+            "mg/dL",
+            [10, 150],
+            1,
+            10,
+            53,
+            ["hdl", "hdl cholesterol", "hdl-c"],
+            "HDL cholesterol",
+        ),
+        "bmi": {"formula": "bmi"},
+        "fib4": {"formula": "fib4"},
+        "homa_ir": {"formula": "homa_ir"},
+        "egfr": {"formula": "egfr"},
+        "apri": {"formula": "apri"},
+        "tyg": {"formula": "tyg"},
+        "map": {"formula": "map"},
+        "whtr": {"formula": "whtr"},
+    },
+}
+
+
+def _profile(profile: object) -> Profile:
+    return load_profile(copy.deepcopy(profile))
+
+
+def validate_profile(profile: object) -> list[str]:
+    """Every problem of ``profile`` (as text); an empty list when it is valid."""
+    try:
+        load_profile(copy.deepcopy(profile))
+    except ProfileError as exc:
+        return list(exc.problems)
+    except VeilError as exc:
+        return [str(exc)]
+    return []
+
+
+def _true_values(profile: Profile, true_values: object) -> dict[str, float]:
+    if not isinstance(true_values, Mapping):
+        raise InvalidParameterError(
+            f"true_values must be an object of name -> number; got {type(true_values).__name__}"
+        )
+    problems = []
+    values: dict[str, float] = {}
+    for name, value in true_values.items():
+        if value is None:
+            continue
+        if name not in profile.roots and name not in profile.derived:
+            problems.append(f"{name!r} is not a value of the profile")
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            problems.append(f"true value of {name!r} must be a finite number; got {value!r}")
+            continue
+        if name in profile.roots:
+            grid = profile.roots[name].grid
+            if not grid.lo <= value <= grid.hi:
+                problems.append(
+                    f"true value {value!r} of {name!r} is outside its public domain "
+                    f"[{grid.lo:g}, {grid.hi:g}]; widen the domain in the profile"
+                )
+                continue
+            values[name] = float(value)
+        # A derived value's true value is computed from its roots (Level 1); a typed one
+        # is not needed and never noised on its own.
+    if problems:
+        raise InvalidParameterError("invalid true values: " + "; ".join(problems))
+    return values
+
+
+def init_state(
+    profile: Mapping[str, Any], true_values: Mapping[str, float], *, rng: object = None
+) -> dict[str, Any]:
+    """A new state: each independent root with a true value sanitized once (one ledger entry)."""
+    prof = _profile(profile)
+    source = resolve_rng(rng, secure=True)
+    truth = _true_values(prof, true_values)
+    cache = RootCache.empty(prof)
+    cache.draw(truth, source, event="init")
+    return cache.to_dict()
+
+
+def _restore(prof: Profile, state: object, tolerate: tuple[str, ...] = ()) -> RootCache:
+    return RootCache.from_dict(prof, copy.deepcopy(state), tolerate_mismatch=tolerate)
+
+
+def protect_text(
+    text: str,
+    profile: Mapping[str, Any],
+    true_values: Mapping[str, float],
+    state: Mapping[str, Any],
+    *,
+    rng: object = None,
+) -> dict[str, Any]:
+    """Replace the person's values in ``text`` by their cached noisy values.
+
+    Returns ``{"text", "spans", "replacements", "state"}``; ``spans`` are the
+    ``[start, end]`` positions of every replaced value in the returned text.  A
+    root that has a true value but no cached noisy value yet is drawn once (and
+    recorded in the ledger); a cached value is never re-drawn.
+    """
+    if not isinstance(text, str):
+        raise InvalidParameterError(f"text must be a str; got {type(text).__name__}")
+    prof = _profile(profile)
+    source = resolve_rng(rng, secure=True)
+    truth = _true_values(prof, true_values)
+    cache = _restore(prof, state)
+    mentions = find_mentions(text, prof, truth)
+    needed: set[str] = set()
+    for mention in mentions:
+        needed |= prof.root_dependencies(mention.name)
+    missing = sorted(needed - set(cache.roots))
+    if missing:
+        cache.draw(truth, source, names=missing, event="draw")
+    new_text, replacements = replace_mentions(text, mentions, prof, cache.value)
+    return {
+        "text": new_text,
+        "spans": [[r.start, r.end] for r in replacements],
+        "replacements": [
+            {
+                "name": r.name,
+                "original": r.original,
+                "replacement": r.replacement,
+                "start": r.start,
+                "end": r.end,
+            }
+            for r in replacements
+        ],
+        "state": cache.to_dict(),
+    }
+
+
+def reset_state(
+    profile: Mapping[str, Any],
+    true_values: Mapping[str, float],
+    state: Mapping[str, Any],
+    *,
+    names: list[str] | None = None,
+    rng: object = None,
+) -> dict[str, Any]:
+    """Re-draw ``names`` (default: every root with a true value); spends budget again.
+
+    A root whose cached draw no longer matches the profile (a changed domain or
+    budget) can be reset by naming it; a corrupted state is still refused.
+    """
+    prof = _profile(profile)
+    source = resolve_rng(rng, secure=True)
+    truth = _true_values(prof, true_values)
+    if names is not None and (
+        not isinstance(names, list) or not all(isinstance(n, str) for n in names)
+    ):
+        raise InvalidParameterError(f"names must be a list of root names; got {names!r}")
+    chosen = tuple(names) if names is not None else tuple(n for n in prof.roots if n in truth)
+    cache = _restore(prof, state, chosen)
+    cache.reset(truth, source, names=list(chosen))
+    return cache.to_dict()
+
+
+def noisy_values(profile: Mapping[str, Any], state: Mapping[str, Any]) -> dict[str, float]:
+    """Every noisy value the state can answer (roots and derived), for display."""
+    prof = _profile(profile)
+    return _restore(prof, state).values()
+
+
+def ledger(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ledger of draws in ``state`` (checked against its checksum)."""
+    if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
+        raise StateError("not a RootGuard state")
+    body = {k: v for k, v in state.items() if k != "checksum"}
+    if state.get("checksum") != _checksum(body):
+        raise StateError("RootGuard state is corrupted (checksum mismatch); ledger not shown")
+    return copy.deepcopy(list(state.get("ledger", [])))
+
+
+def describe(profile: Mapping[str, Any]) -> dict[str, Any]:
+    """Per root: ε, privacy unit, noise scale and the ε between the domain's ends."""
+    prof = _profile(profile)
+    cache = RootCache.empty(prof)
+    roots = {}
+    for name, spec in prof.roots.items():
+        mech = cache.mechanism(name)
+        roots[name] = {
+            "title": spec.title,
+            "unit": spec.unit,
+            "domain": [spec.grid.lo, spec.grid.hi],
+            "epsilon": cache.allocation[name],
+            "privacy_unit": spec.privacy_unit,
+            "noise_scale": float(mech.scale * mech.grid.fstep),
+            "domain_epsilon": mech.domain_epsilon,
+        }
+    derived = {
+        name: {"from": sorted(prof.root_dependencies(name)), "expression": spec.expression.source}
+        for name, spec in prof.derived.items()
+    }
+    return {"budget": prof.budget, "target": prof.target, "roots": roots, "derived": derived}

@@ -1,0 +1,377 @@
+"""Finding the person's declared values in free text and replacing them.
+
+The RootGuard paper assumes the values are already recognised; a prompt is free
+text.  :func:`find_mentions` looks for numbers that
+
+1. stand in a recognised context -- a unit after them ("81 kg", "178 lb",
+   "5'11\\"", "1.80 m", "5.4 mmol/L", "40 U/L"), an alias of a profile value
+   shortly before them ("weight 81", "AST: 40", "my BMI is 24.9"), or an age
+   phrase ("I'm 52", "52 years old", "52-year-old", "aged 52"); and
+2. equal the person's true value of such a value, converted to the written unit,
+   at the written precision (half a unit of the last written digit, plus half the
+   declared precision for roots; plus 0.5% for derived values the person may
+   have computed from rounded inputs).
+
+Numbers inside dates, times, phone numbers, long identifiers and ranges
+("70-80 kg", "between 70 and 80") are never touched, and neither is any number
+that is not one of the person's declared values.  :func:`replace_mentions`
+writes the noisy value in the same unit and with the same number of decimals,
+and returns the positions of the replacements in the new text so the k-RR step
+can leave them alone.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from py_core.rootguard.profile import DerivedSpec, Profile
+from py_core.rootguard.units import QUANTITIES, convert
+
+__all__ = ["Mention", "Replacement", "find_mentions", "replace_mentions"]
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """A span of text that writes the person's value ``name``."""
+
+    start: int
+    end: int
+    name: str
+    original: str
+    unit: str  # a unit of the value's quantity, or "ft_in"
+    decimals: int
+    # For "ft_in" the span holds two numbers; their offsets inside the span.
+    parts: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Replacement:
+    """What was written instead, and where it now stands in the new text."""
+
+    name: str
+    original: str
+    replacement: str
+    start: int
+    end: int
+
+
+# Surface unit -> canonical unit id (shared across quantities: mg/dL fits glucose,
+# triglycerides, cholesterol and creatinine alike).
+_UNIT_WORDS: tuple[tuple[str, str], ...] = (
+    (r"kilograms?|kilos?|kgs?", "kg"),
+    (r"pounds?|lbs?", "lb"),
+    (r"centimet(?:er|re)s?|cm", "cm"),
+    (r"millimet(?:er|re)s?|mm(?!\s*hg|\s*/)", "mm"),
+    (r"met(?:er|re)s?|m(?![a-z/])", "m"),
+    (r"inch(?:es)?|in(?![a-z])", "in"),
+    (r"feet|foot|ft", "ft"),
+    (r"mm\s*hg", "mmHg"),
+    (r"mg\s*/\s*dl", "mg/dL"),
+    (r"mmol\s*/\s*l", "mmol/L"),
+    (r"[u\u00b5\u03bc]mol\s*/\s*l", "umol/L"),
+    (r"[u\u00b5\u03bc]i?u\s*/\s*ml|mi?u\s*/\s*l", "uU/mL"),
+    (r"pmol\s*/\s*l", "pmol/L"),
+    (r"i?u\s*/\s*l", "U/L"),
+    (
+        r"(?:[x\u00d7*]\s*)?10\s*(?:\^|\*\*)?\s*(?:9|\u2079)\s*/\s*l|(?:[x\u00d7*]\s*)?10\s*(?:\^|\*\*)?\s*(?:3|\u00b3)"
+        r"\s*/\s*[u\u00b5\u03bc]l|k\s*/\s*[u\u00b5\u03bc]l|/\s*nl",
+        "10^9/L",
+    ),
+    (r"kg\s*/\s*m(?:2|\u00b2|\^2)", "kg/m2"),
+    (r"ml\s*/\s*min(?:\s*/\s*1\.73\s*m(?:2|\u00b2|\^2))?", "mL/min/1.73m2"),
+    (r"years?\s+old|years?|yrs?|y\s*/\s*o|yo", "years"),
+    (r"%", "%"),
+)
+_UNIT_RE = re.compile(
+    r"\s?(?:"
+    + "|".join(f"(?P<u{i}>{pattern})" for i, (pattern, _) in enumerate(_UNIT_WORDS))
+    + r")"
+    r"(?![a-z0-9])",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(r"(?<![\w.,/\-'\u2032])(\d+(?:\.\d+)?)(?!\.\d|,\d|\d|[/\-]\d)")
+_FEET_INCHES = re.compile(
+    r"(?<![\w.])(?P<ft>[3-8])\s*(?:'|\u2032|ft\.?|feet|foot)\s*(?P<in>\d{1,2}(?:\.\d)?)\s*"
+    r"(?:\"|\u2033|''|in(?:ch(?:es)?)?\b\.?)?",
+    re.IGNORECASE,
+)
+_BLOOD_PRESSURE = re.compile(
+    r"(?<![\w./])(?P<sys>\d{2,3})\s*/\s*(?P<dia>\d{2,3})(?![\w./]|/\d)(?P<unit>\s*mm\s*hg)?",
+    re.IGNORECASE,
+)
+_BP_WORDS = re.compile(r"(?:\bbp\b|blood\s+pressure)[^.;!?\n\d]{0,20}$", re.IGNORECASE)
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+_PROTECTED = re.compile(
+    "|".join(
+        (
+            r"\b\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}\b",  # dates 2024-05-12, 12/05/2024
+            rf"\b{_MONTH}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b",  # May 12, 2024
+            rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}\b(?:\.?,?\s+\d{{4}})?",  # 12 May
+            r"\b\d{1,2}:\d{2}(?::\d{2})?\b",  # times
+            # phone numbers
+            r"(?:\+\d{1,3}[\s.-]?)?(?:\(\d{2,4}\)\s?|\b\d{2,4}[\s.-])\d{2,4}[\s.-]\d{2,4}\b",
+            r"\b\d{6,}\b",  # identifiers, long numbers
+            r"\b\d+(?:\.\d+)?\s*(?:-|\u2013|\u2014|to)\s*\d+(?:\.\d+)?\b",  # ranges 70-80, 70 to 80
+            r"\bbetween\s+\d+(?:\.\d+)?\s+and\s+\d+(?:\.\d+)?\b",
+            r"\b[a-z]+-?\d+[a-z]*\b",  # codes glued to letters: A1C, B12, COVID-19
+            r"\bhttps?://\S+|\b[\w.+-]+@[\w-]+\.[\w.]+",  # URLs and e-mails
+        )
+    ),
+    re.IGNORECASE,
+)
+_AGE_BEFORE = re.compile(
+    r"(?:\bi'?m|\bi\s+am|\bi\u2019m|\baged?|\bage\s+(?:is|of)|\bturned|\bturning)\s*:?\s*$",
+    re.IGNORECASE,
+)
+_AGE_AFTER = re.compile(
+    r"^(?:\s*-?\s*years?\s*-?\s*old|\s*-year-old|\s*(?:yrs?|y\s*/\s*o|yo)\b)", re.IGNORECASE
+)
+_FILLER = re.compile(
+    r"^(?:\s|:|=|\bis\b|\bwas\b|\bof\b|\bare\b|\bnow\b|\babout\b|\baround\b|\bcurrently\b|"
+    r"\btoday\b|\bmeasured\b|\bat\b|\bjust\b|\bvalue\b|\blevel\b|\blevels\b|\breading\b|"
+    r"\bfasting\b|\bapprox\.?|~|\(|,)*$",
+    re.IGNORECASE,
+)
+
+
+def _decimals(text: str) -> int:
+    return len(text.split(".", 1)[1]) if "." in text else 0
+
+
+def _unit_at(text: str, pos: int) -> tuple[str, int] | None:
+    """The unit written right after position ``pos``, and where it ends."""
+    m = _UNIT_RE.match(text, pos)
+    if not m:
+        return None
+    for i, (_, unit) in enumerate(_UNIT_WORDS):
+        if m.group(f"u{i}") is not None:
+            return unit, m.end()
+    return None  # pragma: no cover
+
+
+def _alias_table(profile: Profile) -> list[tuple[re.Pattern[str], str]]:
+    table = []
+    for name in profile.names:
+        spec = profile.spec(name)
+        for alias in (*spec.aliases, name.replace("_", " ")):
+            pattern = re.compile(r"(?<![\w-])" + re.escape(alias) + r"(?![\w-])", re.IGNORECASE)
+            table.append((pattern, name))
+    return table
+
+
+def _aliased_names(text: str, start: int, aliases: list[tuple[re.Pattern[str], str]]) -> set[str]:
+    """Names whose alias ends shortly before ``start`` with only filler words between."""
+    window_start = max(0, start - 60)
+    window = text[window_start:start]
+    cut = max(window.rfind(c) for c in ";!?\n")
+    found: dict[str, int] = {}
+    for pattern, name in aliases:
+        for m in pattern.finditer(window):
+            if m.start() <= cut:
+                continue
+            if _FILLER.match(window[m.end() :]) and m.end() > found.get(name, -1):
+                found[name] = m.end()
+    if not found:
+        return set()
+    nearest = max(found.values())
+    return {name for name, end in found.items() if end == nearest}
+
+
+def _tolerance(profile: Profile, name: str, unit: str, decimals: int, written: float) -> float:
+    spec = profile.spec(name)
+    tol = 0.5 * 10.0**-decimals + 1e-9
+    if isinstance(spec, DerivedSpec):
+        return tol + 0.005 * abs(written)
+    step = spec.grid.step
+    return tol + 0.5 * abs(convert(step, spec.quantity, spec.unit, unit))
+
+
+def _matching(
+    profile: Profile,
+    truth: Mapping[str, float],
+    candidates: set[str],
+    written: float,
+    unit: str | None,
+    decimals: int,
+) -> list[str]:
+    out = []
+    for name in profile.names:
+        if name not in candidates or name not in truth:
+            continue
+        spec = profile.spec(name)
+        target_unit = spec.unit if unit is None else unit
+        if target_unit not in QUANTITIES[spec.quantity].factors:
+            continue
+        value = convert(truth[name], spec.quantity, spec.unit, target_unit)
+        if abs(value - written) <= _tolerance(profile, name, target_unit, decimals, written):
+            out.append(name)
+    return out
+
+
+def find_mentions(text: str, profile: Profile, true_values: Mapping[str, float]) -> list[Mention]:
+    """Every place ``text`` writes one of the person's values (see the module doc)."""
+    truth = profile.evaluate_all({k: v for k, v in true_values.items() if v is not None})
+    aliases = _alias_table(profile)
+    taken = [False] * (len(text) + 1)
+    for m in _PROTECTED.finditer(text):
+        for i in range(m.start(), m.end()):
+            taken[i] = True
+    mentions: list[Mention] = []
+
+    def free(a: int, b: int) -> bool:
+        return not any(taken[a:b])
+
+    def claim(mention: Mention) -> None:
+        mentions.append(mention)
+        for i in range(mention.start, mention.end):
+            taken[i] = True
+
+    lengths = {n for n in profile.names if profile.spec(n).quantity == "length"}
+    for m in _FEET_INCHES.finditer(text):
+        if not free(m.start(), m.end()):
+            continue
+        feet, inches = float(m.group("ft")), float(m.group("in"))
+        if inches >= 12:
+            continue
+        cm = feet * 30.48 + inches * 2.54
+        near = _aliased_names(text, m.start(), aliases) & lengths or lengths
+        decimals = _decimals(m.group("in"))
+        names = [
+            n
+            for n in profile.names
+            if n in near
+            and n in truth
+            and abs(_in_cm(profile, truth, n) - cm)
+            <= 1.27 * 10.0**-decimals + 0.5 * _step_cm(profile, n) + 1e-9
+        ]
+        if names:
+            span = (
+                (m.start("ft") - m.start(), m.end("ft") - m.start()),
+                (
+                    m.start("in") - m.start(),
+                    m.end("in") - m.start(),
+                ),
+            )
+            end = m.end()
+            while end > m.start() and text[end - 1].isspace():
+                end -= 1
+            original = text[m.start() : end]
+            claim(Mention(m.start(), end, names[0], original, "ft_in", decimals, span))
+
+    pressures = [n for n in profile.names if profile.spec(n).quantity == "pressure"]
+    for m in _BLOOD_PRESSURE.finditer(text):
+        if not free(m.start(), m.end()):
+            continue
+        if not (m.group("unit") or _BP_WORDS.search(text[max(0, m.start() - 40) : m.start()])):
+            continue
+        for group in ("sys", "dia"):
+            written = float(m.group(group))
+            names = _matching(profile, truth, set(pressures), written, "mmHg", 0)
+            # Prefer the reading that fits its position (systolic first).
+            names.sort(key=lambda n: 0 if _looks_like(profile, n, group) else 1)
+            if names:
+                claim(Mention(m.start(group), m.end(group), names[0], m.group(group), "mmHg", 0))
+
+    for m in _NUMBER.finditer(text):
+        start, end = m.span(1)
+        if not free(start, end):
+            continue
+        written_text = m.group(1)
+        written = float(written_text)
+        decimals = _decimals(written_text)
+        unit_info = _unit_at(text, end)
+        unit = unit_info[0] if unit_info else None
+        if unit is None and text[end : end + 1].isalpha():
+            continue  # glued to a word that is not a unit ("3rd", "4x")
+        near = _aliased_names(text, start, aliases)
+        ages = {n for n in profile.names if profile.spec(n).quantity == "age"}
+        if unit is None and (
+            _AGE_AFTER.match(text[end:]) or _AGE_BEFORE.search(text[max(0, start - 20) : start])
+        ):
+            near |= ages
+        if unit == "years":
+            near = (near & ages) or ages
+        if unit is not None:
+            by_unit = {
+                n for n in profile.names if unit in QUANTITIES[profile.spec(n).quantity].factors
+            }
+            candidates = (near & by_unit) or by_unit
+        else:
+            candidates = near
+        if not candidates:
+            continue
+        unit_for_match = unit if unit not in (None, "years") else None
+        names = _matching(profile, truth, candidates, written, unit_for_match, decimals)
+        if not names:
+            continue
+        spec_unit = unit_for_match or profile.spec(names[0]).unit
+        claim(Mention(start, end, names[0], written_text, spec_unit, decimals))
+    mentions.sort(key=lambda x: x.start)
+    return mentions
+
+
+def _looks_like(profile: Profile, name: str, group: str) -> bool:
+    words = " ".join((name, *profile.spec(name).aliases)).lower()
+    keys = ("sys", "sbp") if group == "sys" else ("dia", "dbp")
+    return any(k in words for k in keys)
+
+
+def _in_cm(profile: Profile, truth: Mapping[str, float], name: str) -> float:
+    spec = profile.spec(name)
+    return convert(truth[name], spec.quantity, spec.unit, "cm")
+
+
+def _step_cm(profile: Profile, name: str) -> float:
+    spec = profile.spec(name)
+    step = spec.precision if isinstance(spec, DerivedSpec) else spec.grid.step
+    return abs(convert(step, spec.quantity, spec.unit, "cm"))
+
+
+def _format(value: float, decimals: int) -> str:
+    return f"{value:.{decimals}f}"
+
+
+def replace_mentions(
+    text: str,
+    mentions: list[Mention],
+    profile: Profile,
+    noisy_value: Callable[[str], float],
+) -> tuple[str, list[Replacement]]:
+    """``text`` with every mention rewritten from ``noisy_value(name)`` (declared unit)."""
+    out: list[str] = []
+    replacements: list[Replacement] = []
+    position = 0
+    shift = 0
+    for mention in sorted(mentions, key=lambda x: x.start):
+        spec = profile.spec(mention.name)
+        noisy = noisy_value(mention.name)
+        if mention.unit == "ft_in":
+            inches_total = convert(noisy, spec.quantity, spec.unit, "in")
+            scale = 10**mention.decimals
+            inches_total = round(inches_total * scale) / scale
+            feet = int(inches_total // 12)
+            inches = inches_total - 12 * feet
+            (fa, fb), (ia, ib) = mention.parts
+            o = mention.original
+            new = o[:fa] + str(feet) + o[fb:ia] + _format(inches, mention.decimals) + o[ib:]
+        else:
+            value = convert(noisy, spec.quantity, spec.unit, mention.unit)
+            new = _format(value, mention.decimals)
+            if not math.isfinite(value):  # pragma: no cover - formulas are checked
+                new = mention.original
+        out.append(text[position : mention.start])
+        start = mention.start + shift
+        out.append(new)
+        replacements.append(
+            Replacement(mention.name, mention.original, new, start, start + len(new))
+        )
+        shift += len(new) - (mention.end - mention.start)
+        position = mention.end
+    out.append(text[position:])
+    return "".join(out), replacements
