@@ -95,7 +95,7 @@ def _resolve(spec: str | None) -> tuple[Path, str | None]:
     if spec in (None, "", DEFAULT_MODEL):
         gguf = default_gguf_path()
         return gguf.parent, gguf.name
-    path = Path(spec).expanduser()  # type: ignore[arg-type]
+    path = Path(spec).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         return path.parent, path.name
     if path.is_dir() and (path / "config.json").exists():
@@ -135,9 +135,11 @@ def load_causal_lm(spec: str | None = None, *, device: str = "auto") -> LoadedMo
                 )
                 _save_dequantized(model, tokenizer, cached)
             source = str(folder / gguf)
-    model.to(dev)
+    model.to(torch.device(dev))  # type: ignore[arg-type]  # transformers types .to oddly
     model.eval()
-    return LoadedModel(model=model, tokenizer=tokenizer, device=dev, identity=identity, source=source)
+    return LoadedModel(
+        model=model, tokenizer=tokenizer, device=dev, identity=identity, source=source
+    )
 
 
 def _save_dequantized(model: Any, tokenizer: Any, target: Path) -> None:

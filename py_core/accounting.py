@@ -358,5 +358,7 @@ class RdpLedger:
                 else:
                     raise ValueError(f"unknown event type {raw['type']!r}")
         except (AssertionError, KeyError, TypeError, ValueError) as exc:
-            raise StateError(f"privacy ledger state is corrupted or from another version: {exc}")
+            raise StateError(
+                f"privacy ledger state is corrupted or from another version: {exc}"
+            ) from exc
         return cls(orders=orders, events=events)

@@ -35,9 +35,9 @@ from py_core.errors import InvalidParameterError
 
 __all__ = [
     "ALPHABET",
-    "K",
     "MAX_IMPLEMENTED_EPSILON",
     "Implementation",
+    "K",
     "RandomSource",
     "epsilon_for_keep_probability",
     "implementation",
@@ -97,7 +97,9 @@ def epsilon_for_keep_probability(p: float, k: int = K) -> float:
     """The epsilon at which k-RR keeps a character with probability ``p``."""
     k = _validate_k(k)
     if not (isinstance(p, int | float) and 1.0 / k <= p < 1.0):
-        raise InvalidParameterError(f"keep probability must be in [1/k, 1) = [{1 / k}, 1); got {p!r}")
+        raise InvalidParameterError(
+            f"keep probability must be in [1/k, 1) = [{1 / k}, 1); got {p!r}"
+        )
     return math.log(p * (k - 1) / (1.0 - p))
 
 
@@ -149,7 +151,7 @@ def implementation(epsilon: float) -> Implementation:
     eps = validate_epsilon(epsilon)
     ratio = math.exp(min(eps, 50.0))
     b = max(1, int(_RESOLUTION // (ratio + K - 1)))
-    a = min(int(math.floor(b * ratio)), _RESOLUTION - (K - 1) * b)
+    a = min(math.floor(b * ratio), _RESOLUTION - (K - 1) * b)
     # floor(b * e^eps) in floating point could round up across an integer; step down.
     while a > b and math.log(a / b) > eps:
         a -= 1

@@ -14,6 +14,7 @@ sanitized (RootGuard's noisy numbers), which are public by post-processing.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -107,7 +108,7 @@ def _validate_spans(spans: Iterable[Sequence[int]], length: int) -> list[tuple[i
         if start < end:
             result.append((start, end))
     result.sort()
-    for (_, end_a), (start_b, _) in zip(result, result[1:], strict=False):
+    for (_, end_a), (start_b, _) in itertools.pairwise(result):
         if start_b < end_a:
             raise InvalidParameterError(f"protected spans overlap at position {start_b}")
     return result

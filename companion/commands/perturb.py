@@ -1,4 +1,4 @@
-"""``veil perturb``: print the k-RR–perturbed text to send, optionally with its receipt."""
+"""``veil perturb``: print the k-RR-perturbed text to send, optionally with its receipt."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from py_core.errors import InvalidParameterError
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "perturb",
         help="perturb a prompt with character-level k-RR",
@@ -60,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
         rng = random.Random(args.seed)
     elif args.insecure_seed:
         raise InvalidParameterError("--insecure-seed needs --seed N")
-    header = None if args.no_header else (args.header if args.header is not None else DEFAULT_HEADER)
+    header = (
+        None if args.no_header else (args.header if args.header is not None else DEFAULT_HEADER)
+    )
     result = sanitize_prompt(
         _read(args.file),
         args.epsilon,
