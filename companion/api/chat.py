@@ -1,0 +1,216 @@
+"""``POST /v1/chat/completions``: OpenAI-compatible chat with retrieval and a defense."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from companion.errors import APIError, ErrorCode, envelope
+from companion.protocol import (
+    AssistantMessage,
+    ChatCompletionRequest,
+    ChatCompletionResponse,
+    Choice,
+    Citation,
+    Usage,
+    VeilInfo,
+)
+from py_core.errors import VeilError
+
+router = APIRouter(tags=["chat"])
+
+
+def citations_for(hits: list[Any]) -> list[Citation]:
+    return [
+        Citation(
+            n=i + 1,
+            chunk_id=h.chunk_id,
+            document_id=h.document_id,
+            document=h.document,
+            collection=h.collection,
+            chunk_index=h.index,
+            start=h.start,
+            end=h.end,
+            score=round(h.score, 6),
+            text=h.text,
+        )
+        for i, h in enumerate(hits)
+    ]
+
+
+class _Prepared:
+    """Everything a generation needs, computed before the model is held."""
+
+    def __init__(self, request: Request, body: ChatCompletionRequest) -> None:
+        from companion.decoding.config import DefenseConfig
+
+        settings = request.app.state.settings
+        self.body = body
+        self.max_tokens = (
+            body.max_completion_tokens or body.max_tokens or settings.default_max_tokens
+        )
+        if self.max_tokens > settings.max_tokens_limit:
+            raise APIError(
+                400,
+                ErrorCode.INVALID_REQUEST,
+                f"max_tokens {self.max_tokens} is over this companion's limit of "
+                f"{settings.max_tokens_limit}",
+                "max_tokens",
+            )
+        if body.seed is not None and not settings.allow_seed:
+            raise APIError(
+                400,
+                ErrorCode.INSECURE_RANDOMNESS,
+                "seed is refused: the defenses' noise comes from a cryptographic random source "
+                "(a fixed seed is for tests and experiments only)",
+                "seed",
+            )
+        try:
+            self.defense = DefenseConfig.from_options(body.defense, body.defense_params)
+        except VeilError as exc:
+            raise APIError(400, ErrorCode.INVALID_REQUEST, str(exc), "defense_params") from exc
+        self.temperature = body.temperature or 0.0
+        self.hits: list[Any] = []
+        if body.collection:
+            k = body.retrieval_top_k or settings.retrieval_top_k
+            self.hits = request.app.state.rag.search(body.last_user_text(), body.collection, k)
+        self.citations = citations_for(self.hits)
+        self.messages = [{"role": _role(m.role), "content": m.text()} for m in body.messages]
+        self.id = "chatcmpl-" + secrets.token_hex(12)
+        self.created = int(time.time())
+
+
+def _role(role: str) -> str:
+    return "system" if role == "developer" else role
+
+
+def _make_work(engine: Any, prep: _Prepared, result: Any) -> Any:
+    def work(cancel: threading.Event) -> Iterator[str]:
+        from companion.decoding.generate import generate_tokens
+        from companion.decoding.processors import secure_generator
+        from companion.rag.prompt import build_prompt
+
+        lm = engine.load()
+        pieces = build_prompt(lm.tokenizer, prep.messages, [h.text for h in prep.hits])
+        generator = secure_generator(lm.device, prep.body.seed)
+        yield from generate_tokens(
+            lm.model,
+            lm.tokenizer,
+            pieces.prompt_ids,
+            defense=prep.defense,
+            generator=generator,
+            context_text=pieces.context_text,
+            public_prompt_ids=pieces.public_prompt_ids,
+            max_new_tokens=prep.max_tokens,
+            temperature=prep.temperature,
+            stop=prep.body.stop_list(),
+            cancel=cancel,
+            result=result,
+        )
+
+    return work
+
+
+@router.post(
+    "/v1/chat/completions",
+    response_model=ChatCompletionResponse,
+    summary="Chat completion (OpenAI-compatible) with retrieval and a privacy-aware decoding defense",
+)
+async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
+    from companion.decoding.generate import GenerationResult
+
+    prep = await run_in_threadpool(_Prepared, request, body)
+    engine = request.app.state.engine
+    result = GenerationResult()
+    work = _make_work(engine, prep, result)
+    if not body.stream:
+        async with engine.slot():
+            async for _ in engine.run_stream(work):
+                pass
+        return _completion(prep, engine.model_id, result)
+    # Take the model before answering, so a busy model is a proper 503.
+    slot = engine.slot()
+    await slot.__aenter__()
+    return StreamingResponse(
+        _sse(prep, engine, work, result, slot),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def _completion(prep: _Prepared, model_id: str, result: Any) -> JSONResponse:
+    receipt = result.receipt.to_dict() if result.receipt else {}
+    response = ChatCompletionResponse(
+        id=prep.id,
+        created=prep.created,
+        model=model_id,
+        choices=[
+            Choice(
+                message=AssistantMessage(content=result.text),
+                finish_reason=_finish(result.finish_reason),
+            )
+        ],
+        usage=Usage(
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=len(result.token_ids),
+            total_tokens=result.prompt_tokens + len(result.token_ids),
+        ),
+        veil=VeilInfo(receipt=receipt, citations=prep.citations),
+    )
+    return JSONResponse(response.model_dump())
+
+
+def _finish(reason: str) -> str:
+    return reason if reason in ("stop", "length") else "stop"
+
+
+def _chunk(prep: _Prepared, model_id: str, delta: dict[str, Any], finish: str | None) -> str:
+    payload = {
+        "id": prep.id,
+        "object": "chat.completion.chunk",
+        "created": prep.created,
+        "model": model_id,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+    }
+    return "data: " + json.dumps(payload) + "\n\n"
+
+
+async def _sse(
+    prep: _Prepared, engine: Any, work: Any, result: Any, slot: Any
+) -> AsyncIterator[str]:
+    model_id = engine.model_id
+    try:
+        yield _chunk(prep, model_id, {"role": "assistant", "content": ""}, None)
+        try:
+            async for delta in engine.run_stream(work):
+                yield _chunk(prep, model_id, {"content": delta}, None)
+        except APIError as exc:
+            yield "data: " + json.dumps(envelope(exc.status, exc.code, exc.message)) + "\n\n"
+            yield "data: [DONE]\n\n"
+            return
+        except VeilError as exc:
+            yield "data: " + json.dumps(envelope(400, ErrorCode.INVALID_REQUEST, str(exc))) + "\n\n"
+            yield "data: [DONE]\n\n"
+            return
+        final = json.loads(_chunk(prep, model_id, {}, _finish(result.finish_reason))[6:])
+        final["veil"] = VeilInfo(
+            receipt=result.receipt.to_dict() if result.receipt else {}, citations=prep.citations
+        ).model_dump()
+        completion = len(result.token_ids)
+        final["usage"] = {
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": completion,
+            "total_tokens": result.prompt_tokens + completion,
+        }
+        yield "data: " + json.dumps(final) + "\n\n"
+        yield "data: [DONE]\n\n"
+    finally:
+        await slot.__aexit__(None, None, None)

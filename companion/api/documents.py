@@ -1,0 +1,93 @@
+"""Document endpoints: upload (ingest), list, delete, collections and search."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi.concurrency import run_in_threadpool
+
+from companion.api.chat import citations_for
+from companion.errors import APIError, ErrorCode
+from companion.protocol import (
+    CollectionOut,
+    DocumentOut,
+    SearchRequest,
+    SearchResponse,
+    UploadResponse,
+    UploadResult,
+)
+from companion.rag.store import validate_collection_name
+
+router = APIRouter(tags=["documents"])
+
+
+def _doc(info: Any) -> DocumentOut:
+    return DocumentOut(
+        id=info.id,
+        collection=info.collection,
+        name=info.name,
+        sha256=info.sha256,
+        kind=info.kind,
+        size=info.size,
+        chunks=info.chunks,
+        metadata=info.metadata,
+        created=info.created,
+    )
+
+
+@router.post("/v1/documents", response_model=UploadResponse, summary="Upload and ingest files")
+async def upload_documents(
+    request: Request,
+    files: Annotated[list[UploadFile], File(description=".txt .md .html .eml .pdf")],
+    collection: Annotated[str, Form()] = "default",
+) -> UploadResponse:
+    validate_collection_name(collection)
+    rag = request.app.state.rag
+    results = []
+    for upload in files:
+        name = upload.filename or "upload.txt"
+        data = await upload.read()
+        if not data:
+            raise APIError(400, ErrorCode.INVALID_REQUEST, f"{name}: the file is empty", "files")
+        info, created = await run_in_threadpool(rag.ingest, name, data, collection)
+        results.append(UploadResult(document=_doc(info), created=created))
+    return UploadResponse(documents=results)
+
+
+@router.get("/v1/documents", response_model=list[DocumentOut], summary="List documents")
+def list_documents(request: Request, collection: str | None = None) -> list[DocumentOut]:
+    return [_doc(d) for d in request.app.state.rag.store.documents(collection)]
+
+
+@router.get("/v1/documents/{doc_id}", response_model=DocumentOut, summary="One document")
+def get_document(request: Request, doc_id: int) -> DocumentOut:
+    info = request.app.state.rag.store.document(doc_id)
+    if info is None:
+        raise APIError(404, ErrorCode.NOT_FOUND, f"no document with id {doc_id}")
+    return _doc(info)
+
+
+@router.delete("/v1/documents/{doc_id}", summary="Delete a document and its chunks")
+def delete_document(request: Request, doc_id: int) -> dict[str, Any]:
+    if not request.app.state.rag.store.delete_document(doc_id):
+        raise APIError(404, ErrorCode.NOT_FOUND, f"no document with id {doc_id}")
+    return {"deleted": True, "id": doc_id}
+
+
+@router.get("/v1/collections", response_model=list[CollectionOut], summary="List collections")
+def list_collections(request: Request) -> list[CollectionOut]:
+    return [CollectionOut(**c) for c in request.app.state.rag.store.collections()]
+
+
+@router.delete("/v1/collections/{name}", summary="Delete a collection and all its documents")
+def delete_collection(request: Request, name: str) -> dict[str, Any]:
+    if not request.app.state.rag.store.delete_collection(name):
+        raise APIError(404, ErrorCode.NOT_FOUND, f"no collection named {name!r}")
+    return {"deleted": True, "name": name}
+
+
+@router.post("/v1/search", response_model=SearchResponse, summary="Top-k chunks for a query")
+def search(request: Request, body: SearchRequest) -> SearchResponse:
+    hits = request.app.state.rag.search(body.query, body.collection, body.top_k)
+    return SearchResponse(hits=citations_for(hits))

@@ -1,0 +1,103 @@
+"""The companion's FastAPI application.
+
+``create_app(settings)`` builds the app: the security middleware around
+everything, the error envelope, the routers of :mod:`companion.api`, the chat
+page at ``/`` and its static files.  The lifespan opens the document store,
+loads the sentence embedder and (unless ``preload_model`` is off) the chat
+model, so the first answer does not pay for loading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from companion.api import OPTIONAL_ROUTERS, ROUTERS
+from companion.engine import ModelEngine
+from companion.errors import install_error_handlers
+from companion.security import SecurityMiddleware, ensure_token
+from companion.settings import Settings, get_settings
+
+STATIC_DIR = Path(__file__).with_name("static")
+
+
+def _include_routers(app: FastAPI) -> list[str]:
+    included = []
+    for name in ROUTERS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if name in OPTIONAL_ROUTERS and exc.name == name:
+                continue
+            raise
+        app.include_router(module.router)
+        included.append(name)
+    return included
+
+
+def create_app(settings: Settings | None = None, *, embedder: Any = None) -> FastAPI:
+    """Build the companion app; ``embedder`` replaces the MiniLM loader (tests)."""
+    settings = settings or get_settings()
+    token = ensure_token(settings.resolved_token_path())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from companion.rag.service import RagService
+        from companion.rag.store import DocumentStore
+
+        emb = embedder
+        if emb is None:
+            from companion.models import load_embedder
+
+            emb = await asyncio.to_thread(load_embedder, settings.device)
+        store = DocumentStore(settings.resolved_store_path())
+        app.state.rag = RagService(store=store, embedder=emb)
+        if settings.preload_model:
+            await asyncio.to_thread(app.state.engine.load)
+        try:
+            yield
+        finally:
+            store.close()
+
+    app = FastAPI(
+        title="Veil companion",
+        version="0.1.0",
+        summary="Local RAG chat with privacy-aware decoding; OpenAI-compatible API.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.token = token
+    app.state.started = int(time.time())
+    app.state.engine = ModelEngine(
+        spec=settings.model,
+        device=settings.device,
+        queue_size=settings.queue_size,
+        queue_timeout_s=settings.queue_timeout_s,
+        generation_timeout_s=settings.generation_timeout_s,
+    )
+    install_error_handlers(app)
+    app.state.routers = _include_routers(app)
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.add_middleware(
+        SecurityMiddleware,
+        token=token,
+        port=settings.port,
+        extension_ids=settings.extension_ids,
+        max_body_bytes=settings.max_body_bytes,
+        max_upload_bytes=settings.max_upload_bytes,
+    )
+    return app

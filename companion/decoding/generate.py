@@ -1,0 +1,206 @@
+"""A small generation loop with a KV cache, the defenses and streaming.
+
+One loop serves every defense: single-pass defenses are ``LogitsProcessor``
+objects applied to the scores of each step; the ``bounded`` mechanism runs a
+second, public pass (the prompt without the retrieved context) with its own
+cache.  The loop yields text deltas as they become printable, so the API can
+stream them, and ends with a :class:`~companion.decoding.receipt.Receipt`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from companion.decoding.config import DefenseConfig
+from companion.decoding.processors import (
+    BoundedFusion,
+    CopyAwareProcessor,
+    NoiseLedger,
+    PADProcessor,
+    StaticNoiseProcessor,
+)
+from companion.decoding.receipt import Receipt, build_receipt
+from companion.decoding.screening import (
+    context_token_ids,
+    distinctive_tokens,
+    pii_token_sequence,
+)
+from py_core.errors import InvalidParameterError
+
+
+@dataclass
+class GenerationResult:
+    """Filled in as the generation runs; complete once the iterator is exhausted."""
+
+    token_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    finish_reason: str = "length"
+    receipt: Receipt | None = None
+    prompt_tokens: int = 0
+
+
+def eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), tokenizer):
+        value = getattr(source, "eos_token_id", None)
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, list | tuple):
+            ids.update(int(v) for v in value)
+    return ids
+
+
+def build_processor(
+    config: DefenseConfig,
+    tokenizer: Any,
+    *,
+    context_text: str,
+    prompt_length: int,
+    generator: torch.Generator,
+    public_ids: Sequence[int] = (),
+) -> StaticNoiseProcessor | PADProcessor | CopyAwareProcessor | None:
+    """The single-pass processor for ``config`` (None for 'none' and 'bounded')."""
+    params = config.params
+    if config.name == "static":
+        return StaticNoiseProcessor(params, prompt_length=prompt_length, generator=generator)  # type: ignore[arg-type]
+    if config.name == "pad":
+        return PADProcessor(params, prompt_length=prompt_length, generator=generator)  # type: ignore[arg-type]
+    if config.name == "copy_aware":
+        pii_ids, _spans = pii_token_sequence(tokenizer, context_text)
+        return CopyAwareProcessor(
+            params,  # type: ignore[arg-type]
+            prompt_length=prompt_length,
+            generator=generator,
+            context_ids=context_token_ids(tokenizer, context_text) if context_text else [],
+            pii_ids=pii_ids,
+            pii_start_tokens=distinctive_tokens(tokenizer, pii_ids),
+            public_ids=public_ids,
+        )
+    return None
+
+
+def _choose(scores: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
+    if temperature <= 0:
+        return int(torch.argmax(scores[0]))
+    probs = torch.softmax(scores[0].float() / temperature, dim=-1)
+    return int(torch.multinomial(probs.to(generator.device), 1, generator=generator))
+
+
+def generate_tokens(
+    model: Any,
+    tokenizer: Any,
+    prompt_ids: Sequence[int],
+    *,
+    defense: DefenseConfig,
+    generator: torch.Generator,
+    context_text: str = "",
+    public_prompt_ids: Sequence[int] | None = None,
+    max_new_tokens: int = 256,
+    temperature: float = 0.0,
+    stop: Sequence[str] = (),
+    cancel: threading.Event | None = None,
+    result: GenerationResult | None = None,
+) -> Iterator[str]:
+    """Generate an answer, yielding printable text deltas; ``result`` gets the rest."""
+    if max_new_tokens < 1:
+        raise InvalidParameterError(f"max_tokens must be >= 1; got {max_new_tokens!r}")
+    if temperature < 0:
+        raise InvalidParameterError(f"temperature must be >= 0; got {temperature!r}")
+    out = result if result is not None else GenerationResult()
+    device = next(model.parameters()).device
+    ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
+    out.prompt_tokens = ids.shape[1]
+    processor = build_processor(
+        defense,
+        tokenizer,
+        context_text=context_text,
+        prompt_length=ids.shape[1],
+        generator=generator,
+        public_ids=public_prompt_ids or (),
+    )
+    fusion: BoundedFusion | None = None
+    pub_logits: torch.Tensor | None = None
+    pub_past: Any = None
+    with torch.inference_mode():
+        fwd = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+        past, logits = fwd.cache, fwd.logits[:, -1, :].float()
+        if defense.name == "bounded":
+            if public_prompt_ids is None:
+                raise InvalidParameterError("the bounded defense needs the public prompt")
+            fusion = BoundedFusion(
+                defense.params,  # type: ignore[arg-type]
+                max_tokens=max_new_tokens,
+                generator=generator,
+            )
+            pub = torch.tensor([list(public_prompt_ids)], dtype=torch.long, device=device)
+            pfwd = model(input_ids=pub, use_cache=True, logits_to_keep=1)
+            pub_past, pub_logits = pfwd.cache, pfwd.logits[:, -1, :].float()
+        stops = eos_ids(model, tokenizer)
+        emitted = 0
+        generated: list[int] = []
+        for _ in range(max_new_tokens):
+            if cancel is not None and cancel.is_set():
+                out.finish_reason = "cancelled"
+                break
+            if fusion is not None:
+                assert pub_logits is not None
+                scores = fusion(logits, pub_logits)
+            elif processor is not None:
+                scores = processor(ids, logits)
+            else:
+                scores = logits
+            token = _choose(scores, temperature, generator)
+            if token in stops:
+                out.finish_reason = "stop"
+                break
+            generated.append(token)
+            out.token_ids = generated
+            text = tokenizer.decode(generated, skip_special_tokens=True)
+            hit = next((s for s in stop if s and s in text), None)
+            if hit is not None:
+                text = text[: text.index(hit)]
+                out.finish_reason = "stop"
+            if not text.endswith("\ufffd") and len(text) > emitted:
+                delta, emitted = text[emitted:], len(text)
+                out.text = text
+                yield delta
+            if hit is not None:
+                break
+            step = torch.tensor([[token]], dtype=torch.long, device=device)
+            ids = torch.cat([ids, step], dim=1)
+            fwd = model(input_ids=step, cache=past, use_cache=True)
+            past, logits = fwd.cache, fwd.logits[:, -1, :].float()
+            if fusion is not None:
+                pfwd = model(input_ids=step, cache=pub_past, use_cache=True)
+                pub_past, pub_logits = pfwd.cache, pfwd.logits[:, -1, :].float()
+    final = tokenizer.decode(generated, skip_special_tokens=True)
+    if out.finish_reason == "stop":
+        hit = next((s for s in stop if s and s in final), None)
+        if hit is not None:
+            final = final[: final.index(hit)]
+    if len(final) > emitted:
+        yield final[emitted:]
+    out.text = final
+    out.token_ids = generated
+    ledger: NoiseLedger | None = None
+    if fusion is not None:
+        ledger = fusion.ledger
+    elif processor is not None:
+        ledger = processor.ledger
+    steps = len(ledger.records) if ledger is not None else len(generated)
+    out.receipt = build_receipt(defense, ledger, steps)
+
+
+def generate_text(
+    model: Any, tokenizer: Any, prompt_ids: Sequence[int], **kwargs: Any
+) -> GenerationResult:
+    """Run :func:`generate_tokens` to the end and return its result."""
+    result = GenerationResult()
+    for _ in generate_tokens(model, tokenizer, prompt_ids, result=result, **kwargs):
+        pass
+    return result

@@ -1,0 +1,148 @@
+"""One error envelope for every failure, with stable codes.
+
+The envelope has OpenAI's shape, so OpenAI clients show the message:
+``{"error": {"message": ..., "type": ..., "code": ..., "param": ...}}``.
+Errors Veil raises on purpose (:class:`py_core.errors.VeilError`) become 4xx.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from py_core.errors import (
+    InsecureRandomnessError,
+    InsufficientBudgetError,
+    InvalidParameterError,
+    StateError,
+    VeilError,
+)
+
+
+class ErrorCode(StrEnum):
+    INVALID_REQUEST = "invalid_request"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN_HOST = "forbidden_host"
+    FORBIDDEN_ORIGIN = "forbidden_origin"
+    NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNSUPPORTED_MEDIA = "unsupported_media_type"
+    BUSY = "model_busy"
+    TIMEOUT = "generation_timeout"
+    INSECURE_RANDOMNESS = "insecure_randomness"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    STATE_CONFLICT = "state_conflict"
+    MODEL_UNAVAILABLE = "model_unavailable"
+    INTERNAL = "internal_error"
+
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    503: "server_busy_error",
+    504: "timeout_error",
+}
+
+
+class APIError(Exception):
+    """An error with an HTTP status and a stable code."""
+
+    def __init__(
+        self, status: int, code: ErrorCode, message: str, param: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.param = param
+
+
+def envelope(
+    status: int, code: ErrorCode, message: str, param: str | None = None
+) -> dict[str, Any]:
+    return {
+        "error": {
+            "message": message,
+            "type": _TYPES.get(status, "server_error"),
+            "code": code.value,
+            "param": param,
+        }
+    }
+
+
+def error_response(
+    status: int,
+    code: ErrorCode,
+    message: str,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    return JSONResponse(envelope(status, code, message, param), status_code=status, headers=headers)
+
+
+def veil_error_status(exc: VeilError) -> tuple[int, ErrorCode]:
+    if isinstance(exc, InsecureRandomnessError):
+        return 400, ErrorCode.INSECURE_RANDOMNESS
+    if isinstance(exc, InsufficientBudgetError):
+        return 400, ErrorCode.BUDGET_EXHAUSTED
+    if isinstance(exc, StateError):
+        return 409, ErrorCode.STATE_CONFLICT
+    if isinstance(exc, InvalidParameterError):
+        return 400, ErrorCode.INVALID_REQUEST
+    return 400, ErrorCode.INVALID_REQUEST
+
+
+def _location(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
+    return ".".join(parts) or "body"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(APIError)
+    async def _api_error(request: Request, exc: APIError) -> JSONResponse:
+        return error_response(exc.status, exc.code, exc.message, exc.param)
+
+    @app.exception_handler(VeilError)
+    async def _veil_error(request: Request, exc: VeilError) -> JSONResponse:
+        status, code = veil_error_status(exc)
+        return error_response(status, code, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        first: str | None = None
+        for err in exc.errors():
+            where = _location(tuple(err.get("loc", ())))
+            first = first or where
+            problems.append(f"{where}: {err.get('msg')}")
+        message = "invalid request: " + "; ".join(problems) if problems else "invalid request"
+        return error_response(400, ErrorCode.INVALID_REQUEST, message, first)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {
+            404: ErrorCode.NOT_FOUND,
+            405: ErrorCode.METHOD_NOT_ALLOWED,
+            413: ErrorCode.PAYLOAD_TOO_LARGE,
+            415: ErrorCode.UNSUPPORTED_MEDIA,
+        }.get(exc.status_code, ErrorCode.INVALID_REQUEST)
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        return error_response(exc.status_code, code, detail, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(
+            500, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
+        )

@@ -1,0 +1,1 @@
+"""Local retrieval: ingest, chunking, embeddings and the SQLite store."""

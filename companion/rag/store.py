@@ -1,0 +1,340 @@
+"""A persistent document store in SQLite: collections, documents, chunks, vectors.
+
+Vectors are float32 blobs, L2-normalised on insert, so cosine similarity is a
+dot product; search is exact (every chunk of the collection is scored) with a
+per-collection matrix cached in memory and dropped on every write.  One
+connection guarded by a lock: the API calls the store from worker threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from py_core.errors import InvalidParameterError
+
+SCHEMA = """
+PRAGMA foreign_keys = ON;
+CREATE TABLE IF NOT EXISTS collections (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS documents (
+    id INTEGER PRIMARY KEY,
+    collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    metadata TEXT NOT NULL,
+    created REAL NOT NULL,
+    UNIQUE (collection_id, sha256)
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY,
+    document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    start INTEGER NOT NULL,
+    "end" INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS vectors (
+    chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    dim INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS chunks_document ON chunks(document_id);
+CREATE INDEX IF NOT EXISTS documents_collection ON documents(collection_id);
+"""
+
+_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+def validate_collection_name(name: str) -> str:
+    if not isinstance(name, str) or not 1 <= len(name) <= 64 or set(name) - _NAME_OK:
+        raise InvalidParameterError(
+            f"collection name must be 1-64 characters of letters, digits, '-', '_' or '.'; "
+            f"got {name!r}"
+        )
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentInfo:
+    id: int
+    collection: str
+    name: str
+    sha256: str
+    kind: str
+    size: int
+    chunks: int
+    metadata: dict[str, Any]
+    created: float
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    chunk_id: int
+    document_id: int
+    document: str
+    collection: str
+    index: int
+    text: str
+    start: int
+    end: int
+    score: float
+
+
+@dataclass
+class _Matrix:
+    ids: np.ndarray
+    vectors: np.ndarray
+
+
+@dataclass
+class DocumentStore:
+    path: Path
+    embedding_model: str = "all-MiniLM-L6-v2"
+    _conn: sqlite3.Connection = field(init=False, repr=False)
+    _lock: threading.RLock = field(init=False, repr=False, default_factory=threading.RLock)
+    _cache: dict[str, _Matrix] = field(init=False, repr=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._conn.row_factory = sqlite3.Row
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.executescript(SCHEMA)
+            row = self._conn.execute(
+                "SELECT value FROM meta WHERE key = 'embedding_model'"
+            ).fetchone()
+            if row is None:
+                self._conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('embedding_model', ?)",
+                    (self.embedding_model,),
+                )
+            elif row["value"] != self.embedding_model:
+                raise InvalidParameterError(
+                    f"the store {self.path} holds vectors of {row['value']!r}, not "
+                    f"{self.embedding_model!r}; use another store path or re-ingest"
+                )
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # -------------------------------------------------------------- collections
+    def _collection_id(self, name: str, *, create: bool) -> int | None:
+        validate_collection_name(name)
+        row = self._conn.execute("SELECT id FROM collections WHERE name = ?", (name,)).fetchone()
+        if row is not None:
+            return int(row["id"])
+        if not create:
+            return None
+        cur = self._conn.execute(
+            "INSERT INTO collections (name, created) VALUES (?, ?)", (name, time.time())
+        )
+        return int(cur.lastrowid or 0)
+
+    def collections(self) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT c.name, c.created, COUNT(d.id) AS documents FROM collections c "
+                "LEFT JOIN documents d ON d.collection_id = c.id GROUP BY c.id ORDER BY c.name"
+            ).fetchall()
+        return [dict(r) for r in rows]
+
+    def delete_collection(self, name: str) -> bool:
+        with self._lock:
+            cid = self._collection_id(name, create=False)
+            if cid is None:
+                return False
+            self._conn.execute("DELETE FROM collections WHERE id = ?", (cid,))
+            self._cache.pop(name, None)
+            return True
+
+    # ---------------------------------------------------------------- documents
+    def add_document(
+        self,
+        collection: str,
+        name: str,
+        data: bytes,
+        kind: str,
+        metadata: dict[str, Any],
+        chunks: Sequence[tuple[str, int, int]],
+        vectors: np.ndarray,
+    ) -> tuple[DocumentInfo, bool]:
+        """Store a document with its chunks and vectors; (info, created).
+
+        The same bytes already in the collection are not stored twice: the
+        existing document is returned with ``created=False``.
+        """
+        if len(chunks) != len(vectors):
+            raise InvalidParameterError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        digest = hashlib.sha256(data).hexdigest()
+        vecs = np.asarray(vectors, dtype=np.float32)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        vecs = vecs / np.maximum(norms, 1e-12)
+        with self._lock:
+            cid = self._collection_id(collection, create=True)
+            existing = self._conn.execute(
+                "SELECT id FROM documents WHERE collection_id = ? AND sha256 = ?", (cid, digest)
+            ).fetchone()
+            if existing is not None:
+                info = self.document(int(existing["id"]))
+                assert info is not None
+                return info, False
+            self._conn.execute("BEGIN")
+            try:
+                cur = self._conn.execute(
+                    "INSERT INTO documents (collection_id, name, sha256, kind, size, metadata, "
+                    "created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (cid, name, digest, kind, len(data), json.dumps(metadata), time.time()),
+                )
+                doc_id = int(cur.lastrowid or 0)
+                for i, ((text, start, end), vec) in enumerate(zip(chunks, vecs, strict=True)):
+                    ccur = self._conn.execute(
+                        'INSERT INTO chunks (document_id, idx, text, start, "end") '
+                        "VALUES (?, ?, ?, ?, ?)",
+                        (doc_id, i, text, start, end),
+                    )
+                    self._conn.execute(
+                        "INSERT INTO vectors (chunk_id, dim, data) VALUES (?, ?, ?)",
+                        (int(ccur.lastrowid or 0), int(vec.shape[0]), vec.tobytes()),
+                    )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._cache.pop(collection, None)
+            info = self.document(doc_id)
+            assert info is not None
+            return info, True
+
+    def _info(self, row: sqlite3.Row) -> DocumentInfo:
+        return DocumentInfo(
+            id=int(row["id"]),
+            collection=row["collection"],
+            name=row["name"],
+            sha256=row["sha256"],
+            kind=row["kind"],
+            size=int(row["size"]),
+            chunks=int(row["chunks"]),
+            metadata=json.loads(row["metadata"]),
+            created=float(row["created"]),
+        )
+
+    _DOC_QUERY = (
+        "SELECT d.*, c.name AS collection, (SELECT COUNT(*) FROM chunks k "
+        "WHERE k.document_id = d.id) AS chunks FROM documents d "
+        "JOIN collections c ON c.id = d.collection_id"
+    )
+
+    def document(self, doc_id: int) -> DocumentInfo | None:
+        with self._lock:
+            row = self._conn.execute(self._DOC_QUERY + " WHERE d.id = ?", (doc_id,)).fetchone()
+        return None if row is None else self._info(row)
+
+    def documents(self, collection: str | None = None) -> list[DocumentInfo]:
+        with self._lock:
+            if collection is None:
+                rows = self._conn.execute(self._DOC_QUERY + " ORDER BY d.id").fetchall()
+            else:
+                validate_collection_name(collection)
+                rows = self._conn.execute(
+                    self._DOC_QUERY + " WHERE c.name = ? ORDER BY d.id", (collection,)
+                ).fetchall()
+        return [self._info(r) for r in rows]
+
+    def delete_document(self, doc_id: int) -> bool:
+        with self._lock:
+            info = self.document(doc_id)
+            if info is None:
+                return False
+            self._conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+            self._cache.pop(info.collection, None)
+            return True
+
+    def chunk_count(self, collection: str | None = None) -> int:
+        with self._lock:
+            if collection is None:
+                return int(self._conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+            return int(
+                self._conn.execute(
+                    "SELECT COUNT(*) FROM chunks k JOIN documents d ON d.id = k.document_id "
+                    "JOIN collections c ON c.id = d.collection_id WHERE c.name = ?",
+                    (collection,),
+                ).fetchone()[0]
+            )
+
+    # ------------------------------------------------------------------- search
+    def _matrix(self, collection: str) -> _Matrix:
+        cached = self._cache.get(collection)
+        if cached is not None:
+            return cached
+        rows = self._conn.execute(
+            "SELECT v.chunk_id, v.dim, v.data FROM vectors v JOIN chunks k ON k.id = v.chunk_id "
+            "JOIN documents d ON d.id = k.document_id JOIN collections c "
+            "ON c.id = d.collection_id WHERE c.name = ? ORDER BY v.chunk_id",
+            (collection,),
+        ).fetchall()
+        if rows:
+            ids = np.array([r["chunk_id"] for r in rows], dtype=np.int64)
+            mat = np.stack([np.frombuffer(r["data"], dtype=np.float32) for r in rows])
+        else:
+            ids, mat = np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        matrix = _Matrix(ids, mat)
+        self._cache[collection] = matrix
+        return matrix
+
+    def search(self, collection: str, query: np.ndarray, k: int = 4) -> list[Hit]:
+        """Exact cosine top-``k`` chunks of ``collection`` for the query vector."""
+        if k < 1:
+            raise InvalidParameterError(f"top_k must be >= 1; got {k!r}")
+        validate_collection_name(collection)
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        q = q / max(float(np.linalg.norm(q)), 1e-12)
+        with self._lock:
+            matrix = self._matrix(collection)
+            if matrix.ids.size == 0:
+                return []
+            if matrix.vectors.shape[1] != q.shape[0]:
+                raise InvalidParameterError(
+                    f"query has {q.shape[0]} dimensions, the store {matrix.vectors.shape[1]}"
+                )
+            scores = matrix.vectors @ q
+            top = np.argsort(-scores, kind="stable")[:k]
+            hits = []
+            for i in top:
+                row = self._conn.execute(
+                    'SELECT k.id, k.document_id, k.idx, k.text, k.start, k."end", d.name '
+                    "FROM chunks k JOIN documents d ON d.id = k.document_id WHERE k.id = ?",
+                    (int(matrix.ids[i]),),
+                ).fetchone()
+                hits.append(
+                    Hit(
+                        chunk_id=int(row["id"]),
+                        document_id=int(row["document_id"]),
+                        document=row["name"],
+                        collection=collection,
+                        index=int(row["idx"]),
+                        text=row["text"],
+                        start=int(row["start"]),
+                        end=int(row["end"]),
+                        score=float(scores[i]),
+                    )
+                )
+        return hits

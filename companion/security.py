@@ -1,0 +1,259 @@
+"""The companion trusts no web page: token, Host, Origin and size checks.
+
+* A random token is created on first run in ``<veil home>/token`` with mode
+  0600 and printed by ``veil serve``; every ``/v1`` request must carry it as
+  ``Authorization: Bearer <token>`` (what OpenAI clients send as their API key).
+* The Host header must name a loopback host (127.0.0.1, localhost, [::1]) on
+  every request, so a DNS-rebinding page cannot reach the companion.
+* A request that carries an Origin is accepted only from the companion's own
+  page and from Chrome extensions (configured ids, or any when none is set);
+  any other site gets 403 -- before the token is even looked at.
+* Bodies over ``max_body_bytes`` (``max_upload_bytes`` for uploads) get 413,
+  whether they declare a Content-Length or stream chunks.
+
+:class:`SecurityMiddleware` is plain ASGI and wraps the whole app, so every
+router -- including ones added later -- gets these checks for free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import stat
+from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+from companion.errors import ErrorCode, envelope
+from py_core.errors import StateError
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+UPLOAD_PATHS = ("/v1/documents",)
+TOKEN_PREFIXES = ("/v1/",)
+
+
+def ensure_token(path: Path) -> str:
+    """Read the API token, creating it (mode 0600) on first run."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            os.chmod(path, 0o600)  # tighten a copied or hand-made file
+        token = path.read_text(encoding="utf-8").strip()
+        if len(token) < 32:
+            raise StateError(
+                f"the token file {path} is empty or too short; delete it and restart "
+                "'veil serve' to create a new one"
+            ) from None
+        return token
+    token = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(token + "\n")
+    return token
+
+
+def host_name(host_header: str) -> str:
+    """The host part of a Host header, without the port (IPv6 keeps its brackets)."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        return host[: end + 1] if end > 0 else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class SecurityMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str,
+        port: int,
+        extension_ids: list[str] | tuple[str, ...] = (),
+        max_body_bytes: int,
+        max_upload_bytes: int,
+    ) -> None:
+        self.app = app
+        self.token = token
+        self.port = port
+        self.extension_ids = tuple(extension_ids)
+        self.max_body_bytes = max_body_bytes
+        self.max_upload_bytes = max_upload_bytes
+
+    def origin_allowed(self, origin: str, host_header: str) -> bool:
+        origin = origin.strip().lower()
+        if origin.startswith("chrome-extension://"):
+            ext_id = origin[len("chrome-extension://") :].rstrip("/")
+            return not self.extension_ids or ext_id in {e.lower() for e in self.extension_ids}
+        if origin.startswith("http://"):
+            rest = origin[len("http://") :].rstrip("/")
+            # The companion's own page: same loopback host and port as this request.
+            return host_name(rest) in LOOPBACK_HOSTS and rest == host_header.strip().lower()
+        return False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        path: str = scope.get("path", "")
+        host = headers.get("host", "")
+        if host_name(host) not in LOOPBACK_HOSTS:
+            await _reject(
+                send,
+                403,
+                ErrorCode.FORBIDDEN_HOST,
+                f"Host {host!r} is not a loopback name; the companion answers only "
+                "requests addressed to 127.0.0.1 or localhost",
+            )
+            return
+        origin = headers.get("origin")
+        allow_origin: str | None = None
+        if origin is not None and origin != "null":
+            if not self.origin_allowed(origin, host):
+                await _reject(
+                    send,
+                    403,
+                    ErrorCode.FORBIDDEN_ORIGIN,
+                    f"Origin {origin!r} is not allowed; only the companion's own page "
+                    "and the Veil extension may call it",
+                )
+                return
+            allow_origin = origin
+        elif origin == "null":
+            await _reject(
+                send,
+                403,
+                ErrorCode.FORBIDDEN_ORIGIN,
+                "Origin 'null' (a sandboxed page or file://) is not allowed",
+            )
+            return
+        cors = _cors_headers(allow_origin)
+        if scope["method"] == "OPTIONS" and allow_origin is not None:
+            await send({"type": "http.response.start", "status": 204, "headers": cors})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if path.startswith(TOKEN_PREFIXES):
+            auth = headers.get("authorization", "")
+            scheme, _, value = auth.partition(" ")
+            if scheme.lower() != "bearer" or not secrets.compare_digest(
+                value.strip().encode(), self.token.encode()
+            ):
+                await _reject(
+                    send,
+                    401,
+                    ErrorCode.UNAUTHORIZED,
+                    "missing or wrong API token: send 'Authorization: Bearer <token>' "
+                    "with the token 'veil serve' printed",
+                    extra=cors,
+                )
+                return
+        limit = self.max_upload_bytes if path.startswith(UPLOAD_PATHS) else self.max_body_bytes
+        declared = headers.get("content-length")
+        if declared is not None:
+            try:
+                size = int(declared)
+            except ValueError:
+                await _reject(
+                    send,
+                    400,
+                    ErrorCode.INVALID_REQUEST,
+                    "Content-Length is not a number",
+                    extra=cors,
+                )
+                return
+            if size > limit:
+                await _reject(
+                    send,
+                    413,
+                    ErrorCode.PAYLOAD_TOO_LARGE,
+                    f"request body of {size} bytes is over the limit of {limit} bytes",
+                    extra=cors,
+                )
+                return
+        received = 0
+        too_large = False
+        response_started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received, too_large
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    too_large = True
+                    raise _BodyTooLarge()
+            return message
+
+        async def send_with_cors(message: Message) -> None:
+            nonlocal response_started
+            if message["type"] == "http.response.start":
+                response_started = True
+                if cors:
+                    message = dict(message)
+                    message["headers"] = list(message.get("headers", [])) + cors
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, send_with_cors)
+        except _BodyTooLarge:
+            if not response_started:
+                await _reject(
+                    send,
+                    413,
+                    ErrorCode.PAYLOAD_TOO_LARGE,
+                    f"request body is over the limit of {limit} bytes",
+                    extra=cors,
+                )
+        except Exception:
+            if too_large and not response_started:
+                await _reject(
+                    send,
+                    413,
+                    ErrorCode.PAYLOAD_TOO_LARGE,
+                    f"request body is over the limit of {limit} bytes",
+                    extra=cors,
+                )
+                return
+            raise
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def _cors_headers(origin: str | None) -> list[tuple[bytes, bytes]]:
+    if origin is None:
+        return []
+    return [
+        (b"access-control-allow-origin", origin.encode("latin-1")),
+        (b"access-control-allow-headers", b"authorization, content-type"),
+        (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
+        (b"vary", b"Origin"),
+    ]
+
+
+async def _reject(
+    send: Send,
+    status: int,
+    code: ErrorCode,
+    message: str,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    body = json.dumps(envelope(status, code, message)).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send(
+        {"type": "http.response.start", "status": status, "headers": headers + (extra or [])}
+    )
+    await send({"type": "http.response.body", "body": body})

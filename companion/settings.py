@@ -1,0 +1,58 @@
+"""The companion's settings: environment variables ``VEIL_*`` or ``veil serve`` flags.
+
+``get_settings()`` is cached; tests build their own :class:`Settings` and pass it
+to :func:`companion.app.create_app`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from companion.models import veil_home
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="VEIL_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=1, le=65535)
+    model: str | None = Field(
+        default=None,
+        description="'smollm2-135m-instruct' (default), a .gguf file or a model folder",
+    )
+    device: str = "auto"
+    home: Path | None = None  # default: veil_home()
+    store_path: Path | None = None  # default: <home>/rag.sqlite3
+    token_path: Path | None = None  # default: <home>/token
+    extension_ids: list[str] = Field(
+        default_factory=list,
+        description="Chrome extension ids allowed as Origin; empty: any chrome-extension://",
+    )
+    max_body_bytes: int = Field(default=1_000_000, ge=1024)
+    max_upload_bytes: int = Field(default=25_000_000, ge=1024)
+    max_tokens_limit: int = Field(default=1024, ge=1)
+    default_max_tokens: int = Field(default=256, ge=1)
+    retrieval_top_k: int = Field(default=3, ge=1, le=20)
+    queue_size: int = Field(default=8, ge=0)
+    queue_timeout_s: float = Field(default=60.0, gt=0)
+    generation_timeout_s: float = Field(default=300.0, gt=0)
+    preload_model: bool = True
+    allow_seed: bool = False  # a seeded generator is for tests and experiments only
+
+    def resolved_home(self) -> Path:
+        return Path(self.home) if self.home else veil_home()
+
+    def resolved_store_path(self) -> Path:
+        return Path(self.store_path) if self.store_path else self.resolved_home() / "rag.sqlite3"
+
+    def resolved_token_path(self) -> Path:
+        return Path(self.token_path) if self.token_path else self.resolved_home() / "token"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
