@@ -1,0 +1,272 @@
+"""Launching Chromium with the built extension, and driving its pages."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from playwright.sync_api import BrowserContext, Page, Playwright, Route, Worker
+
+from e2e.recorder import FIXTURE_FOR_HOST, Record, Recorder
+
+ROOT = Path(__file__).resolve().parent.parent
+EXTENSION = ROOT / "build" / "extension"
+FIXTURES = ROOT / "build" / "e2e-fixtures"
+
+SITE_URL = {host: f"https://{host}/" for host in FIXTURE_FOR_HOST}
+SITE_ID = {
+    "chatgpt.com": "chatgpt",
+    "claude.ai": "claude",
+    "gemini.google.com": "gemini",
+    "www.perplexity.ai": "perplexity",
+    "chat.deepseek.com": "deepseek",
+    "copilot.microsoft.com": "copilot",
+}
+# The editor each fixture page uses, and the selector to type into.
+EDITOR_SELECTOR = {
+    "prosemirror": "#prompt-textarea",
+    "quill": "rich-textarea .ql-editor",
+    "lexical": "#ask-input",
+    "textarea": "#chat-input",
+    "contenteditable": "#userInput",
+}
+HOST_PATTERN = re.compile(r"^https://(" + "|".join(re.escape(h) for h in FIXTURE_FOR_HOST) + r")/")
+
+
+def chromium_path() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        raise RuntimeError(
+            "chromium is not installed: run `sudo apt-get install -y chromium` "
+            "(never `playwright install`)"
+        )
+    return path
+
+
+def build_all() -> None:
+    """Build the extension (if its sources changed) and the fixture pages."""
+    node = shutil.which("node")
+    if node is None:
+        raise RuntimeError("node is not installed; the extension is built with node")
+    if not (ROOT / "node_modules" / "pyodide").is_dir():
+        raise RuntimeError("node_modules is missing: run `npm ci` at the repository root")
+    subprocess.run([node, "extension/build.mjs", "--if-stale"], cwd=ROOT, check=True)
+    subprocess.run([node, "e2e/fixtures/build.mjs"], cwd=ROOT, check=True)
+
+
+def chromium_args(extension: Path) -> list[str]:
+    return [
+        f"--disable-extensions-except={extension}",
+        f"--load-extension={extension}",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+    ]
+
+
+class Browser:
+    """One Chromium with the extension loaded, its chat sites routed to the recorder."""
+
+    def __init__(
+        self, playwright: Playwright, extension: Path, profile: Path, recorder: Recorder
+    ) -> None:
+        self.extension = extension
+        self.profile = profile
+        self.recorder = recorder
+        self.launched_at = time.time()
+        self.ctx: BrowserContext = playwright.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=chromium_path(),
+            headless=True,
+            args=chromium_args(extension),
+            viewport={"width": 1100, "height": 800},
+        )
+        self.ctx.route(HOST_PATTERN, self._route)
+        self.ext_id = urlsplit(self.sw().url).hostname or ""
+
+    def _route(self, route: Route) -> None:
+        parts = urlsplit(route.request.url)
+        local = f"{self.recorder.base_url}/site/{parts.hostname}{parts.path}"
+        if parts.query:
+            local += "?" + parts.query
+        response = route.fetch(url=local)
+        route.fulfill(response=response)
+
+    def close(self) -> None:
+        self.ctx.close()
+
+    # ------------------------------------------------------------ the worker
+
+    def sw(self, timeout: float = 15.0) -> Worker:
+        """The extension's service worker (started again if Chrome stopped it)."""
+        deadline = time.time() + timeout
+        while True:
+            for worker in self.ctx.service_workers:
+                if worker.url.endswith("/sw.js"):
+                    return worker
+            if time.time() > deadline:
+                raise TimeoutError("the extension's service worker did not start")
+            try:
+                return self.ctx.wait_for_event("serviceworker", timeout=1000)
+            except Exception:
+                continue
+
+    def evaluate(self, script: str, arg: Any = None) -> Any:
+        """Run ``script`` (a JS function) in the service worker, retrying across a restart."""
+        last: Exception | None = None
+        for _ in range(5):
+            try:
+                return self.sw().evaluate(script, arg)
+            except Exception as exc:  # the worker was stopped under us
+                last = exc
+                self.wake()
+        raise RuntimeError(f"service worker evaluation failed: {last}")
+
+    def wake(self) -> None:
+        """Start the worker again by opening an extension page (a real wake-up path)."""
+        page = self.ctx.new_page()
+        try:
+            page.goto(self.url("popup.html?url=about:blank"))
+            page.wait_for_selector("body[data-ready=true]", timeout=20000)
+        finally:
+            page.close()
+
+    def storage(self) -> dict[str, Any]:
+        return dict(self.evaluate("() => chrome.storage.local.get(null)"))
+
+    def reset_storage(self) -> None:
+        self.evaluate("() => chrome.storage.local.clear()")
+
+    def core_status(self) -> dict[str, Any]:
+        result = self.evaluate("() => chrome.storage.session.get('coreStatus')")
+        return dict(result.get("coreStatus") or {})
+
+    def wait_core(self, timeout: float = 60.0) -> dict[str, Any]:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            status = self.core_status()
+            if status.get("state") in ("ready", "error"):
+                return status
+            time.sleep(0.05)
+        raise TimeoutError(f"the core did not report within {timeout} s")
+
+    def stop_service_worker(self) -> None:
+        """Stop the worker the way Chrome does when idle (CDP ServiceWorker.stopAllWorkers)."""
+        page = self.ctx.new_page()
+        try:
+            cdp = self.ctx.new_cdp_session(page)
+            cdp.send("ServiceWorker.enable")
+            cdp.send("ServiceWorker.stopAllWorkers")
+            cdp.detach()
+        finally:
+            page.close()
+
+    # ------------------------------------------------------------ pages
+
+    def url(self, path: str) -> str:
+        return f"chrome-extension://{self.ext_id}/{path}"
+
+    def open_site(self, host: str) -> Page:
+        page = self.ctx.new_page()
+        page.goto(SITE_URL[host])
+        page.wait_for_selector(EDITOR_SELECTOR[FIXTURE_FOR_HOST[host]])
+        page.wait_for_function("() => window.__fixture !== undefined")
+        return page
+
+    def popup(self, host: str) -> Page:
+        page = self.ctx.new_page()
+        page.goto(self.url(f"popup.html?url={quote(SITE_URL[host], safe='')}"))
+        page.wait_for_selector("body[data-ready=true]", timeout=30000)
+        return page
+
+    def options(self) -> Page:
+        page = self.ctx.new_page()
+        page.goto(self.url("options.html"))
+        page.wait_for_selector("body[data-ready=true]", timeout=30000)
+        return page
+
+
+def type_prompt(page: Page, host: str, text: str) -> None:
+    """Click into the site's editor and type ``text`` (Shift+Enter for line breaks)."""
+    selector = EDITOR_SELECTOR[FIXTURE_FOR_HOST[host]]
+    page.click(selector)
+    for i, line in enumerate(text.split("\n")):
+        if i:
+            page.keyboard.press("Shift+Enter")
+        if line:
+            page.keyboard.insert_text(line)
+
+
+def editor_text(page: Page) -> str:
+    return str(page.evaluate("() => window.__fixture.text()"))
+
+
+def wait_for_records(
+    page: Page, recorder: Recorder, count: int = 1, timeout: float = 20.0
+) -> list[Record]:
+    """Wait (while Playwright serves routes) until ``count`` records arrived."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        records = recorder.records()
+        if len(records) >= count:
+            return records
+        page.wait_for_timeout(50)
+    raise TimeoutError(
+        f"the recorder got {len(recorder.records())} of {count} sends in {timeout} s"
+    )
+
+
+def notice(page: Page) -> tuple[str, str]:
+    """(kind, text) of Veil's notice on the page; ('', '') when none is shown."""
+    result = page.evaluate(
+        """() => { const h = document.querySelector('veil-notice');
+                   if (!h || h.hidden) return ['', ''];
+                   return [h.dataset.kind || '', h.shadowRoot.querySelector('.text').textContent]; }"""
+    )
+    return str(result[0]), str(result[1])
+
+
+def wait_notice(page: Page, kinds: set[str], timeout: float = 20.0) -> tuple[str, str]:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        kind, text = notice(page)
+        if kind in kinds:
+            return kind, text
+        page.wait_for_timeout(50)
+    raise TimeoutError(f"no Veil notice of kind {kinds} within {timeout} s; last: {notice(page)}")
+
+
+def set_range(page: Page, selector: str, value: float) -> None:
+    """Move a range slider the way a drag ends: input, then change."""
+    page.locator(selector).evaluate(
+        """(el, v) => { el.value = String(v); el.dispatchEvent(new Event('input', {bubbles: true}));
+                        el.dispatchEvent(new Event('change', {bubbles: true})); }""",
+        value,
+    )
+
+
+def wait_saved(page: Page, before: str | None, timeout: float = 10.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        now = page.evaluate("() => document.body.dataset.saved || null")
+        if now and now != before:
+            return
+        page.wait_for_timeout(30)
+    raise TimeoutError("the popup did not confirm the change")
+
+
+def json_dump(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True)
+
+
+Waiter = Callable[[], bool]

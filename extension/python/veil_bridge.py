@@ -1,0 +1,226 @@
+"""The JSON bridge between the extension's JavaScript and ``py_core`` in Pyodide.
+
+The offscreen document calls :func:`handle` with one JSON string
+``{"op": ..., "args": {...}}`` and gets one JSON string back:
+``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code", "message"}}``.
+Everything here is stateless: RootGuard's state travels in and out with each
+call and is kept by the service worker in ``chrome.storage.local``.
+
+Randomness: ``py_core`` defaults to :class:`random.SystemRandom`, which in
+Pyodide reads ``crypto.getRandomValues``; nothing here passes a seeded RNG.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from typing import Any
+
+from py_core import krr
+from py_core.errors import VeilError
+from py_core.sanitize import DEFAULT_HEADER, sanitize_prompt
+
+try:  # RootGuard's JSON facade (numbers mode)
+    from py_core.rootguard import api as rootguard
+except ImportError:  # pragma: no cover - only while RootGuard is not built yet
+    rootguard = None
+
+MODES = ("text", "numbers", "both")
+# Above this many characters the tight composed bound is skipped on the send path
+# (the basic bound is always reported); the preview computes it in full.
+COMPOSE_LIMIT = 50_000
+
+
+class BridgeError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def reseed() -> None:
+    """Reseed the module-level Mersenne Twister after a memory-snapshot restore.
+
+    ``py_core`` never uses it to protect data (it uses SystemRandom), but a
+    snapshot would otherwise replay the same stream in every session.
+    """
+    random.seed()
+
+
+def _header(value: Any) -> str | None:
+    if value is None:
+        return DEFAULT_HEADER
+    if not isinstance(value, str):
+        raise BridgeError("bad-request", "header must be text or null")
+    return value or None
+
+
+def _require_rootguard() -> Any:
+    if rootguard is None:
+        raise BridgeError(
+            "rootguard-missing", "numbers mode needs py_core.rootguard, which this build lacks"
+        )
+    return rootguard
+
+
+def _protect_numbers(text: str, rg: dict[str, Any] | None) -> dict[str, Any]:
+    api = _require_rootguard()
+    if not rg or not rg.get("profile") or rg.get("state") is None:
+        raise BridgeError(
+            "rootguard-not-set-up",
+            "numbers mode is on but no RootGuard profile with your values is saved; "
+            "set it up in Veil's options page (RootGuard section)",
+        )
+    return dict(api.protect_text(text, rg["profile"], rg.get("trueValues") or {}, rg["state"]))
+
+
+def _summary(receipt: dict[str, Any], *, words: bool) -> dict[str, Any]:
+    out = dict(receipt)
+    if not words:
+        out.pop("words", None)
+        out["word_count"] = len(receipt.get("words", ()))
+    return out
+
+
+def op_sanitize(args: dict[str, Any], *, preview: bool = False) -> dict[str, Any]:
+    text = args.get("text")
+    if not isinstance(text, str):
+        raise BridgeError("bad-request", "text must be a string")
+    mode = args.get("mode", "text")
+    if mode not in MODES:
+        raise BridgeError("bad-request", f"mode must be one of {MODES}; got {mode!r}")
+    spans: list[list[int]] = []
+    replacements: list[Any] = []
+    state = None
+    working = text
+    if mode in ("numbers", "both"):
+        protected = _protect_numbers(text, args.get("rootguard"))
+        working = protected["text"]
+        spans = [list(span) for span in protected.get("spans", [])]
+        replacements = list(protected.get("replacements", []))
+        state = protected.get("state")
+    if mode == "numbers":
+        return {
+            "text": working,
+            "perturbed": working,
+            "receipt": None,
+            "replacements": replacements,
+            "rootguardState": state,
+        }
+    compose = preview or len(working) <= COMPOSE_LIMIT
+    result = sanitize_prompt(
+        working,
+        float(args.get("epsilon", 0)),
+        protected_spans=spans,
+        header=_header(args.get("header")),
+        compose=compose,
+    )
+    return {
+        "text": result.text,
+        "perturbed": result.perturbed,
+        "receipt": _summary(result.receipt.to_dict(), words=preview),
+        "replacements": replacements,
+        "rootguardState": state,
+    }
+
+
+def op_explain(args: dict[str, Any]) -> dict[str, Any]:
+    eps = krr.validate_epsilon(args.get("epsilon"))
+    impl = krr.implementation(eps)
+    p = impl.keep_probability
+    return {
+        "epsilonRequested": eps,
+        "epsilonPerChar": impl.epsilon,
+        "keepProbability": p,
+        "changedShare": 1.0 - p,
+        "nameIntact6": p**6,
+        "k": krr.K,
+    }
+
+
+def op_ping(_args: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "python": sys.version.split()[0],
+        "rootguard": rootguard is not None,
+        "defaultHeader": DEFAULT_HEADER,
+    }
+
+
+def op_rootguard_default(_args: dict[str, Any]) -> dict[str, Any]:
+    api = _require_rootguard()
+    return {"profile": api.DEFAULT_PROFILE}
+
+
+def _checked_profile(api: Any, profile: Any) -> Any:
+    problems = api.validate_profile(profile)
+    if problems:
+        raise BridgeError(
+            "invalid-profile", "the RootGuard profile has problems: " + "; ".join(problems)
+        )
+    return profile
+
+
+def _view(api: Any, profile: Any, state: Any) -> dict[str, Any]:
+    return {
+        "state": state,
+        "noisy": api.noisy_values(profile, state),
+        "ledger": api.ledger(state),
+        "describe": api.describe(profile),
+    }
+
+
+def op_rootguard_init(args: dict[str, Any]) -> dict[str, Any]:
+    api = _require_rootguard()
+    profile = _checked_profile(api, args.get("profile"))
+    state = api.init_state(profile, args.get("trueValues") or {})
+    return _view(api, profile, state)
+
+
+def op_rootguard_reset(args: dict[str, Any]) -> dict[str, Any]:
+    api = _require_rootguard()
+    profile = _checked_profile(api, args.get("profile"))
+    names = args.get("names")
+    state = api.reset_state(profile, args.get("trueValues") or {}, args.get("state"), names=names)
+    return _view(api, profile, state)
+
+
+def op_rootguard_view(args: dict[str, Any]) -> dict[str, Any]:
+    api = _require_rootguard()
+    return _view(api, args.get("profile"), args.get("state"))
+
+
+def op_rootguard_describe(args: dict[str, Any]) -> dict[str, Any]:
+    api = _require_rootguard()
+    return {"describe": api.describe(_checked_profile(api, args.get("profile")))}
+
+
+OPS = {
+    "ping": op_ping,
+    "sanitize": op_sanitize,
+    "preview": lambda args: op_sanitize(args, preview=True),
+    "explain": op_explain,
+    "rootguard_default": op_rootguard_default,
+    "rootguard_init": op_rootguard_init,
+    "rootguard_reset": op_rootguard_reset,
+    "rootguard_view": op_rootguard_view,
+    "rootguard_describe": op_rootguard_describe,
+}
+
+
+def handle(request_json: str) -> str:
+    """Run one request; never raises (errors come back in the envelope)."""
+    try:
+        request = json.loads(request_json)
+        op = OPS.get(request.get("op"))
+        if op is None:
+            raise BridgeError("unknown-op", f"unknown op {request.get('op')!r}")
+        result = op(request.get("args") or {})
+        return json.dumps({"ok": True, "result": result})
+    except BridgeError as exc:
+        return json.dumps({"ok": False, "error": {"code": exc.code, "message": str(exc)}})
+    except VeilError as exc:
+        code = type(exc).__name__
+        return json.dumps({"ok": False, "error": {"code": code, "message": str(exc)}})
+    except Exception as exc:  # the core must answer, never hang the page
+        message = f"{type(exc).__name__}: {exc}"
+        return json.dumps({"ok": False, "error": {"code": "internal", "message": message}})

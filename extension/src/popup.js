@@ -1,0 +1,140 @@
+// The popup: the current site, on/off, ε, mode, what ε means, a preview.
+
+import { Msg, Target, message } from "./messages.js";
+import { coreStatusText, debounce, percent, send } from "./page-api.js";
+import { originMatchPattern } from "./sites.js";
+
+const $ = (id) => document.getElementById(id);
+const SAMPLE = "Patient Maria Keller, 54, reports chest pain since Tuesday; call her at 0176 5551234.";
+
+const params = new URLSearchParams(location.search);
+let tab = null;
+let siteId = null;
+
+function showError(err) {
+  const box = $("error");
+  box.hidden = !err;
+  box.textContent = err ? String(err.message || err) : "";
+}
+
+async function currentTab() {
+  if (params.get("url")) return { id: Number(params.get("tab")) || null, url: params.get("url") };
+  const [active] = await chrome.tabs.query({ active: true, lastFocusedWindow: true });
+  return active ? { id: active.id, url: active.url } : { id: null, url: "" };
+}
+
+async function draftText() {
+  if (!tab?.id) return "";
+  try {
+    const reply = await chrome.tabs.sendMessage(tab.id, message(Msg.GET_DRAFT, Target.CONTENT, {}));
+    return reply?.ok ? reply.data.text : "";
+  } catch {
+    return "";
+  }
+}
+
+async function explain(epsilon) {
+  try {
+    const e = await send(Msg.EXPLAIN, { epsilon });
+    $("explain").textContent =
+      `About ${percent(e.changedShare)} of characters are replaced by random ones. ` +
+      `A 6-letter name arrives intact with probability ${percent(e.nameIntact6, 1)} (p⁶, p = ${e.keepProbability.toFixed(3)}). ` +
+      `Spaces are kept, so word lengths stay visible. ε actually applied: ${e.epsilonPerChar.toFixed(3)} per character.`;
+  } catch (err) {
+    $("explain").textContent = `Could not compute what ε means: ${err.message}`;
+  }
+}
+
+async function preview() {
+  const site = window.__veilSite;
+  if (!site) return;
+  if (!site.enabled) {
+    $("preview").textContent = "(protection is off: the text is sent as typed)";
+    return;
+  }
+  const text = (await draftText()) || SAMPLE;
+  try {
+    const result = await send(Msg.PREVIEW, { siteId, text });
+    $("preview").textContent = result.text;
+  } catch (err) {
+    $("preview").textContent = `(no preview: ${err.message})`;
+  }
+}
+
+const refreshPreview = debounce(preview, 150);
+
+async function patch(p) {
+  try {
+    const { settings } = await send(Msg.SET_SITE, { siteId, patch: p });
+    window.__veilSite = settings.sites[siteId];
+    document.body.dataset.saved = String(Date.now());
+    showError(null);
+  } catch (err) {
+    showError(err);
+  }
+}
+
+function render(state) {
+  const status = state.coreStatus;
+  $("core").textContent = coreStatusText(status);
+  $("core").dataset.state = status?.state || "unknown";
+  const current = state.current;
+  siteId = current?.siteId || null;
+  const meta = state.sites.find((s) => s.id === siteId);
+  $("site-name").textContent = meta ? meta.name : current?.origin || "(no page)";
+  $("unknown-site").hidden = Boolean(siteId);
+  $("site-controls").hidden = !siteId;
+  $("add-site").disabled = !/^https?:/.test(current?.origin || "");
+  if (!siteId) return;
+  const site = state.settings.sites[siteId];
+  window.__veilSite = site;
+  $("enabled").checked = site.enabled;
+  $("epsilon").value = String(site.epsilon);
+  $("epsilon-value").textContent = Number(site.epsilon).toFixed(1);
+  for (const radio of document.querySelectorAll("input[name=mode]")) radio.checked = radio.value === site.mode;
+  $("fail-open").checked = site.failOpen;
+  explain(site.epsilon);
+  preview();
+}
+
+async function load() {
+  tab = await currentTab();
+  const state = await send(Msg.GET_STATE, { url: tab.url });
+  render(state);
+  document.body.dataset.ready = "true";
+}
+
+$("enabled").addEventListener("change", async (e) => {
+  await patch({ enabled: e.target.checked });
+  preview();
+});
+$("epsilon").addEventListener("input", (e) => {
+  const eps = Number(e.target.value);
+  $("epsilon-value").textContent = eps.toFixed(1);
+  explain(eps);
+});
+$("epsilon").addEventListener("change", async (e) => {
+  await patch({ epsilon: Number(e.target.value) });
+  refreshPreview();
+});
+for (const radio of document.querySelectorAll("input[name=mode]")) {
+  radio.addEventListener("change", async (e) => {
+    if (e.target.checked) await patch({ mode: e.target.value });
+    refreshPreview();
+  });
+}
+$("fail-open").addEventListener("change", (e) => patch({ failOpen: e.target.checked }));
+$("add-site").addEventListener("click", async () => {
+  try {
+    const origin = new URL(tab.url).origin;
+    // Chrome asks the person here, at the moment they add the site.
+    const granted = await chrome.permissions.request({ origins: [originMatchPattern(origin)] });
+    if (!granted) throw new Error("Chrome did not grant access to this site, so Veil cannot protect it");
+    await send(Msg.ADD_SITE, { origin, tabId: tab.id });
+    await load();
+  } catch (err) {
+    showError(err);
+  }
+});
+
+load().catch(showError);

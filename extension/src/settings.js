@@ -1,0 +1,98 @@
+// Settings: defaults, validation and the storage layout (pure functions).
+//
+// chrome.storage.local holds:
+//   settings          {schema, header, coreTimeoutMs, historyLimit, sites: {id: SiteSettings},
+//                      custom: {id: {origin, name}}}
+//   history:<siteId>  [{id, ts, status, original, sent, epsilon, mode, notice, ...}] newest last
+//   rootguard         {profile, trueValues, state, ledger: [...]}  (state: RootGuard's cache)
+// chrome.storage.session holds core status: {state, ms, fromSnapshot, error, at}.
+
+import { SITES } from "./sites.js";
+
+export const SCHEMA = 1;
+export const MODES = Object.freeze(["text", "numbers", "both"]);
+export const EPSILON_MIN = 0.5;
+export const EPSILON_MAX = 11;
+export const DEFAULT_EPSILON = 5;
+
+export const DEFAULT_SITE = Object.freeze({
+  enabled: true,
+  epsilon: DEFAULT_EPSILON,
+  mode: "text",
+  failOpen: false, // "send unprotected" when the core is unavailable
+  header: null, // null: the global header
+});
+
+export function defaultSettings() {
+  const sites = {};
+  for (const site of SITES) sites[site.id] = { ...DEFAULT_SITE };
+  return {
+    schema: SCHEMA,
+    header: null, // null: py_core's DEFAULT_HEADER; "": no header; else custom text
+    coreTimeoutMs: 6000,
+    historyLimit: 200,
+    sites,
+    custom: {},
+  };
+}
+
+/** Fill in anything missing (new built-in sites, new fields) without touching what is set. */
+export function normalizeSettings(stored) {
+  const base = defaultSettings();
+  if (!stored || typeof stored !== "object") return base;
+  const out = { ...base, ...stored, sites: { ...base.sites }, custom: { ...(stored.custom || {}) } };
+  for (const [id, value] of Object.entries(stored.sites || {})) {
+    out.sites[id] = { ...DEFAULT_SITE, ...value };
+  }
+  for (const id of Object.keys(out.custom)) {
+    out.sites[id] = { ...DEFAULT_SITE, ...(out.sites[id] || {}) };
+  }
+  return out;
+}
+
+export function validateEpsilon(value) {
+  const eps = Number(value);
+  if (typeof value === "boolean" || !Number.isFinite(eps) || eps < EPSILON_MIN || eps > EPSILON_MAX) {
+    throw new Error(`epsilon must be a number from ${EPSILON_MIN} to ${EPSILON_MAX}; got ${JSON.stringify(value)}`);
+  }
+  return eps;
+}
+
+/** Apply a validated patch to one site's settings; throws with the bad value named. */
+export function patchSite(current, patch) {
+  const next = { ...DEFAULT_SITE, ...current };
+  for (const [key, value] of Object.entries(patch || {})) {
+    switch (key) {
+      case "enabled":
+      case "failOpen":
+        if (typeof value !== "boolean") throw new Error(`${key} must be true or false; got ${JSON.stringify(value)}`);
+        next[key] = value;
+        break;
+      case "epsilon":
+        next.epsilon = validateEpsilon(value);
+        break;
+      case "mode":
+        if (!MODES.includes(value)) throw new Error(`mode must be one of ${MODES.join(", ")}; got ${JSON.stringify(value)}`);
+        next.mode = value;
+        break;
+      case "header":
+        if (value !== null && typeof value !== "string") throw new Error("header must be text or null (use the global header)");
+        next.header = value;
+        break;
+      default:
+        throw new Error(`unknown site setting ${JSON.stringify(key)}`);
+    }
+  }
+  return next;
+}
+
+export function historyKey(siteId) {
+  return `history:${siteId}`;
+}
+
+/** The header a site sends: its own, else the global one; null means py_core's default. */
+export function effectiveHeader(settings, siteId) {
+  const own = settings.sites[siteId]?.header;
+  if (own !== null && own !== undefined) return own;
+  return settings.header;
+}
