@@ -1,0 +1,108 @@
+"""Numbers mode: the person's values are replaced by RootGuard's cached noisy values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Playwright
+
+from e2e.harness import Browser, type_prompt, wait_for_records, wait_saved
+from e2e.recorder import Recorder
+from py_core.rootguard import api
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+TRUE_VALUES = {"age": 52, "weight_kg": 81, "height_cm": 175}
+PROMPT = "I am 52 years old, I weigh 81 kg and my height is 175 cm. Is my weight healthy?"
+
+
+def set_up_rootguard(browser: Browser) -> None:
+    """Fill the true values in the options page and save (the one and only draw)."""
+    options = browser.options()
+    for name, value in TRUE_VALUES.items():
+        options.fill(f"input[data-true={name}]", str(value))
+    options.click("#rg-save")
+    options.wait_for_selector("td[data-noisy=age]:not(:empty)", timeout=20000)
+    options.close()
+
+
+def set_mode(browser: Browser, host: str, mode: str) -> None:
+    popup = browser.popup(host)
+    before = popup.evaluate("() => document.body.dataset.saved || null")
+    popup.check(f"input[name=mode][value={mode}]")
+    wait_saved(popup, before)
+    popup.close()
+
+
+def send(browser: Browser, host: str) -> str:
+    browser.recorder.clear()
+    page = browser.open_site(host)
+    type_prompt(page, host, PROMPT)
+    page.keyboard.press("Enter")
+    text = wait_for_records(page, browser.recorder)[0].text
+    page.close()
+    return text
+
+
+def expected_text(browser: Browser) -> str:
+    """PROMPT with each value replaced by the noisy value cached in chrome.storage."""
+    stored = browser.storage()["rootguard"]
+    result = api.protect_text(PROMPT, stored["profile"], stored["trueValues"], stored["state"])
+    assert result["state"] == stored["state"], "nothing may be drawn after set-up"
+    return str(result["text"])
+
+
+def test_numbers_mode_is_identical_across_sites_and_restarts(
+    playwright: Playwright, built: Path, recorder: Recorder, tmp_path: Path
+) -> None:
+    """Two sites and a browser restart all get the same cached noisy values."""
+    browser = Browser(playwright, built, tmp_path / "profile", recorder)
+    try:
+        browser.wait_core()
+        set_up_rootguard(browser)
+        state_before = browser.storage()["rootguard"]["state"]
+        for host in ("chatgpt.com", "gemini.google.com"):
+            set_mode(browser, host, "numbers")
+        first = send(browser, "chatgpt.com")
+        second = send(browser, "gemini.google.com")
+        assert first == second == expected_text(browser)
+        names = {r["name"] for r in browser.storage()["history:chatgpt"][-1]["replacements"]}
+        assert names == set(TRUE_VALUES)
+    finally:
+        browser.close()
+    browser = Browser(playwright, built, tmp_path / "profile", recorder)
+    try:
+        status = browser.wait_core()
+        assert status["state"] == "ready"
+        assert send(browser, "chatgpt.com") == first
+        assert browser.storage()["rootguard"]["state"] == state_before
+    finally:
+        browser.close()
+
+
+def test_both_mode_keeps_the_noisy_values_and_perturbs_the_rest(browser: Browser) -> None:
+    """In "both" mode the RootGuard values pass k-RR untouched; the words around them do not."""
+    set_up_rootguard(browser)
+    set_mode(browser, "chatgpt.com", "both")
+    sent = send(browser, "chatgpt.com")
+    entry = browser.storage()["history:chatgpt"][-1]
+    assert entry["receipt"]["chars_protected"] == sum(
+        len(r["replacement"]) for r in entry["replacements"]
+    )
+    for r in entry["replacements"]:
+        assert r["replacement"] in sent
+    assert expected_text(browser) not in sent  # the words were perturbed
+
+
+def test_numbers_mode_without_profile_blocks(browser: Browser) -> None:
+    """Numbers mode with no RootGuard set-up fails closed with a notice that says what to do."""
+    set_mode(browser, "chatgpt.com", "numbers")
+    page = browser.open_site("chatgpt.com")
+    type_prompt(page, "chatgpt.com", PROMPT)
+    page.keyboard.press("Enter")
+    page.wait_for_selector("veil-notice[data-kind=blocked]", state="attached")
+    page.wait_for_timeout(300)
+    assert browser.recorder.records() == []
+    text = page.evaluate("() => document.querySelector('veil-notice').shadowRoot.textContent")
+    assert "options page" in text

@@ -1,0 +1,108 @@
+"""Settings made in the popup take effect on the next send."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from e2e.harness import Browser, set_range, type_prompt, wait_for_records, wait_saved
+from py_core import krr
+from py_core.sanitize import DEFAULT_HEADER
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+HOST = "chatgpt.com"
+# 300 letters in 50 six-letter words: enough characters for a frequency check.
+WORDS = [
+    "harbor",
+    "silver",
+    "candle",
+    "window",
+    "garden",
+    "pencil",
+    "bridge",
+    "forest",
+    "button",
+    "planet",
+]
+TEXT = " ".join(WORDS[i % len(WORDS)] for i in range(50))
+
+
+def body_of(sent: str) -> str:
+    squashed = " ".join(sent.split())
+    header = " ".join(DEFAULT_HEADER.split())
+    assert squashed.startswith(header)
+    return squashed[len(header) :].strip()
+
+
+def send_once(browser: Browser, text: str) -> str:
+    browser.recorder.clear()
+    page = browser.open_site(HOST)
+    type_prompt(page, HOST, text)
+    page.keyboard.press("Enter")
+    record = wait_for_records(page, browser.recorder)[0]
+    page.close()
+    return record.text
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 11.0])
+def test_epsilon_set_in_popup_takes_effect(browser: Browser, epsilon: float) -> None:
+    """The share of characters kept matches the ε chosen in the popup (within 4 SE)."""
+    popup = browser.popup(HOST)
+    before = popup.evaluate("() => document.body.dataset.saved || null")
+    set_range(popup, "#epsilon", epsilon)
+    wait_saved(popup, before)
+    assert browser.storage()["settings"]["sites"]["chatgpt"]["epsilon"] == epsilon
+    # The popup's explanation comes from the same core code.
+    p = krr.implementation(epsilon).keep_probability
+    popup.wait_for_selector(f"#explain:has-text('p = {p:.3f}')")
+    sent = send_once(browser, TEXT)
+    body = body_of(sent)
+    letters = [(a, b) for a, b in zip(body, TEXT, strict=True) if b != " "]
+    n = len(letters)
+    kept = sum(a == b for a, b in letters)
+    se = math.sqrt(n * p * (1 - p))
+    assert abs(kept - n * p) <= 4 * se + 1, (kept, n * p, se)
+    history = browser.storage()["history:chatgpt"]
+    assert history[-1]["epsilon"] == epsilon
+    assert history[-1]["receipt"]["epsilon_per_char"] == pytest.approx(
+        krr.implemented_epsilon(epsilon)
+    )
+
+
+def test_off_sends_the_original(browser: Browser) -> None:
+    """With protection off in the popup, the prompt goes out exactly as typed."""
+    popup = browser.popup(HOST)
+    before = popup.evaluate("() => document.body.dataset.saved || null")
+    popup.uncheck("#enabled")
+    wait_saved(popup, before)
+    text = "Plain text, sent as typed.\nSecond line."
+    assert send_once(browser, text) == text
+    assert "history:chatgpt" not in browser.storage()
+
+
+def test_settings_messages_are_refused_from_web_pages(browser: Browser) -> None:
+    """A content script (a web page's context) cannot change settings through the worker."""
+    page = browser.open_site(HOST)
+    # The page's own world has no chrome.runtime for the extension; a content
+    # script does, and the worker must still refuse settings changes from it.
+    # Simulate the content script's sender by asking the worker to evaluate its check.
+    verdict = browser.evaluate(
+        """async () => {
+            const tabs = await chrome.tabs.query({url: 'https://chatgpt.com/*'});
+            const [res] = await chrome.scripting.executeScript({
+                target: {tabId: tabs[0].id},
+                world: 'ISOLATED',
+                func: () => chrome.runtime.sendMessage({type: 'set-site', target: 'background',
+                    data: {siteId: 'chatgpt', patch: {enabled: false}}}),
+            });
+            return res.result;
+        }"""
+    )
+    page.close()
+    assert verdict["ok"] is False and verdict["error"]["code"] == "forbidden"
+    assert (
+        browser.storage().get("settings") is None
+        or browser.storage()["settings"]["sites"]["chatgpt"]["enabled"]
+    )
