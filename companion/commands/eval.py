@@ -6,7 +6,9 @@ import argparse
 import importlib
 
 # name -> module in evals/ exposing add_arguments(parser) and run(args) -> int.
-EVALUATIONS: dict[str, str] = {}
+EVALUATIONS: dict[str, str] = {
+    "rootguard": "evals.rootguard",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -60,10 +60,14 @@ def allocate(
     budget: float | None = None,
     exponent: float = 0.5,
     point: Mapping[str, float] | None = None,
+    equal_split: bool = False,
 ) -> dict[str, float]:
-    """ε per independent root; sums to the budget (the profile's unless given)."""
+    """ε per independent root; sums to the budget (the profile's unless given).
+
+    ``target`` defaults to the profile's; ``equal_split=True`` ignores any target.
+    """
     total = profile.budget if budget is None else budget
-    goal = profile.target if target is None else target
+    goal = None if equal_split else (profile.target if target is None else target)
     roots = list(profile.roots)
     equal = total / len(roots)
     if goal is None:

@@ -23,7 +23,6 @@ import math
 from collections.abc import Mapping, Sequence
 
 from py_core.errors import InvalidParameterError
-from py_core.rootguard.allocation import allocate
 from py_core.rootguard.cache import RootCache
 from py_core.rootguard.mechanism import DiscreteLaplaceMechanism, RandomSource
 from py_core.rootguard.profile import Profile
@@ -64,16 +63,15 @@ def rootguard_target(
     profile: Profile,
     target: str,
     true_roots: Mapping[str, float],
-    budget: float,
+    allocation: Mapping[str, float],
     rng: RandomSource,
-    *,
-    weighted: bool,
 ) -> float:
-    """The target under RootGuard: roots drawn once with ``budget`` split equally or by the rule."""
-    allocation = allocate(profile, target=target if weighted else None, budget=budget)
-    if not weighted:
-        allocation = dict.fromkeys(profile.roots, budget / len(profile.roots))
-    cache = RootCache(profile=profile, allocation=allocation)
+    """The target under RootGuard: its roots drawn once with ``allocation``, ``g`` of them.
+
+    ``allocation`` is ``B / k`` per root for M-Roots and
+    :func:`~py_core.rootguard.allocation.allocate` for M-Opt.
+    """
+    cache = RootCache(profile=profile, allocation=dict(allocation))
     cache.draw(true_roots, rng, names=sorted(profile.root_dependencies(target)), event="init")
     return cache.value(target)
 

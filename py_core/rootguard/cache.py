@@ -96,7 +96,7 @@ class CachedRoot:
             problems.append(f"epsilon {self.epsilon:g} (profile now allocates {epsilon:g})")
         if not (_close(self.domain[0], spec.grid.lo) and _close(self.domain[1], spec.grid.hi)):
             problems.append(
-                f"domain {list(self.domain)} (profile now [{spec.grid.lo:g}, {spec.grid.hi:g}])"
+                f"domain [{self.domain[0]:g}, {self.domain[1]:g}] (profile now [{spec.grid.lo:g}, {spec.grid.hi:g}])"
             )
         if not _close(self.precision, spec.grid.step):
             problems.append(f"precision {self.precision:g} (profile now {spec.grid.step:g})")

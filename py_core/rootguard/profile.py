@@ -370,7 +370,9 @@ def load_profile(data: object) -> Profile:
             continue
         privacy_unit = _positive(raw.get("privacy_unit", hi - lo))
         if privacy_unit is None:
-            problems.append(f"{where}: privacy_unit must be a number > 0; got {privacy_unit!r}")
+            problems.append(
+                f"{where}: privacy_unit must be a number > 0; got {raw.get('privacy_unit')!r}"
+            )
             continue
         reference = raw.get("reference", (lo + hi) / 2)
         if not _number(reference) or not lo <= reference <= hi:

@@ -185,7 +185,7 @@ def _aliased_names(text: str, start: int, aliases: list[tuple[re.Pattern[str], s
 
 def _tolerance(profile: Profile, name: str, unit: str, decimals: int, written: float) -> float:
     spec = profile.spec(name)
-    tol = 0.5 * 10.0**-decimals + 1e-9
+    tol = 0.5 * 10.0**-decimals
     if isinstance(spec, DerivedSpec):
         return tol + 0.005 * abs(written)
     step = spec.grid.step
@@ -209,7 +209,8 @@ def _matching(
         if target_unit not in QUANTITIES[spec.quantity].factors:
             continue
         value = convert(truth[name], spec.quantity, spec.unit, target_unit)
-        if abs(value - written) <= _tolerance(profile, name, target_unit, decimals, written):
+        # Strict: the written interval must overlap the declared value's rounding interval.
+        if abs(value - written) < _tolerance(profile, name, target_unit, decimals, written) - 1e-9:
             out.append(name)
     return out
 
@@ -248,7 +249,7 @@ def find_mentions(text: str, profile: Profile, true_values: Mapping[str, float])
             if n in near
             and n in truth
             and abs(_in_cm(profile, truth, n) - cm)
-            <= 1.27 * 10.0**-decimals + 0.5 * _step_cm(profile, n) + 1e-9
+            < 1.27 * 10.0**-decimals + 0.5 * _step_cm(profile, n) - 1e-9
         ]
         if names:
             span = (

@@ -1,0 +1,13 @@
+"""Run the stdlib-only RootGuard checks under CPython (they also run in Pyodide)."""
+
+from typing import Any
+
+import pytest
+
+from tests.py_core import rootguard_checks
+
+
+@pytest.mark.parametrize(("name", "check"), rootguard_checks.all_checks())
+def test_rootguard_check(name: str, check: Any) -> None:
+    """Each RootGuard check passes in CPython."""
+    check()
