@@ -8,6 +8,7 @@ import importlib
 # name -> module in evals/ exposing add_arguments(parser) and run(args) -> int.
 EVALUATIONS: dict[str, str] = {
     "rootguard": "evals.rootguard",
+    "krr": "evals.krr",
 }
 
 

@@ -1,0 +1,156 @@
+"""What character-level k-RR really hides: restoration vs Pr[T0], utility and baselines.
+
+``veil eval krr --out DIR [--smoke]`` (or ``python -m companion eval krr ...``)
+generates a seeded corpus of e-mails and clinical notes with gold PII spans,
+perturbs it with k-RR at eps in {2, 3, 4, 5, 6, 8} per character, restores it
+with an offline noisy-channel restorer and the local LLM, measures word
+restoration against Pr[T0] = p^L, semantic similarity and a downstream summary,
+compares Presidio masking and word-level metric DP, and writes DIR/README.md,
+DIR/results.json and PNG plots.  The committed full report is docs/krr/,
+regenerated with::
+
+    python -m companion eval krr --out docs/krr --write-calibration
+
+``--write-calibration`` also refreshes py_core/preview_calibration.json (the
+preview's per-word forecast).  ``--smoke`` runs the same pipeline on 12
+documents with two LLM calls per step (CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_arguments", "goal_notes", "run"]
+
+CALIBRATION_TARGET = Path(__file__).resolve().parents[2] / "py_core" / "preview_calibration.json"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out", type=Path, required=True, help="folder for README.md, results.json, plots"
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny corpus and a handful of LLM calls (CI)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="corpus and perturbation seed (default 0)"
+    )
+    parser.add_argument(
+        "--write-calibration",
+        action="store_true",
+        help=f"also write the preview calibration to {CALIBRATION_TARGET.relative_to(CALIBRATION_TARGET.parents[1])}",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from evals.krr.report import write_report
+    from evals.krr.pipeline import Config, run_evaluation
+
+    config = Config.smoke_config(args.seed) if args.smoke else Config.full(args.seed)
+    if args.smoke and args.write_calibration:
+        print(
+            "veil: refusing --write-calibration with --smoke (the tiny corpus would ship a poor calibration)",
+            file=sys.stderr,
+        )
+        return 2
+    results = run_evaluation(
+        config, args.out, write_calibration=CALIBRATION_TARGET if args.write_calibration else None
+    )
+    results.notes.extend(goal_notes(results))
+    command = (
+        "python -m companion eval krr --out " + str(args.out) + (" --smoke" if args.smoke else "")
+    )
+    path = write_report(results, args.out, command=command)
+    print(f"report: {path}")
+    for note in results.notes:
+        print(f"- {note}")
+    return 0
+
+
+def _find(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
+    return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)
+
+
+def goal_notes(results: Any) -> list[str]:
+    """Plain statements of each goal met or missed, from the measured numbers."""
+    notes = []
+    main = "noisy-channel+bigram"
+    s6 = _find(results.restoration, restorer=main, epsilon=6.0, group="sensitive", **{"pass": 1})
+    n6 = _find(
+        results.restoration, restorer=main, epsilon=6.0, group="non-sensitive", **{"pass": 1}
+    )
+    if s6 and n6:
+        gap = 100 * (s6["restored"] - s6["pr_t0"])
+        notes.append(
+            f"Goal 'sensitive restoration within 5 points of Pr[T0]' at ε=6: restored {100 * s6['restored']:.1f}% "
+            f"vs Pr[T0] {100 * s6['pr_t0']:.1f}% ({gap:+.1f} points) -> {'MET' if abs(gap) <= 5 else 'NOT MET'}."
+        )
+        notes.append(
+            f"Goal 'non-sensitive ≥ 70% at ε=6 with the offline restorer': {100 * n6['restored']:.1f}% -> "
+            f"{'MET' if n6['restored'] >= 0.70 else 'NOT MET'}."
+        )
+    gaps = []
+    for r in results.restoration:
+        if r["restorer"] == main and r["group"] == "sensitive" and r["pass"] == 1:
+            gaps.append((r["epsilon"], 100 * (r["restored"] - r["pr_t0"])))
+    if gaps:
+        notes.append(
+            "Sensitive restoration minus Pr[T0] by ε: "
+            + ", ".join(f"ε={e:g}: {g:+.1f}" for e, g in gaps)
+            + " points. Sensitive words that are ordinary dictionary words (first names such as John, "
+            "cities, weekdays, professions, company words) are restored like common words, so the "
+            "sensitive rate sits above Pr[T0] at mid ε; rare names and numbers stay at or below it."
+        )
+    rare = _find(
+        results.restoration,
+        restorer=main,
+        epsilon=6.0,
+        group="sensitive, not in table",
+        **{"pass": 1},
+    )
+    if rare:
+        gap = 100 * (rare["restored"] - rare["pr_t0"])
+        notes.append(
+            f"Sensitive words that are not dictionary words (rare names, numbers, IDs, e-mails; "
+            f"{rare['n_words']} at ε=6): restored {100 * rare['restored']:.1f}% vs Pr[T0] "
+            f"{100 * rare['pr_t0']:.1f}% ({gap:+.1f} points) -> "
+            f"{'within' if abs(gap) <= 5 else 'NOT within'} 5 points: the paper's Pr[T0] bound describes these words."
+        )
+    p1 = _find(
+        results.restoration, restorer=main, epsilon=6.0, group="non-sensitive", **{"pass": 1}
+    )
+    p2 = _find(
+        results.restoration, restorer=main, epsilon=6.0, group="non-sensitive", **{"pass": 2}
+    )
+    if p1 and p2:
+        notes.append(
+            f"Second restoration pass (offline restorer, ε=6): non-sensitive {100 * p1['restored']:.1f}% -> "
+            f"{100 * p2['restored']:.1f}% -- as in the paper, a second pass adds little."
+        )
+    llm = _find(results.llm, restorer="SmolLM2 pass 1", epsilon=6.0, group="non-sensitive")
+    off = _find(results.llm, restorer=main, epsilon=6.0, group="non-sensitive")
+    if llm and off:
+        notes.append(
+            f"SmolLM2-135M as restorer (ε=6, {llm['n_words']} non-sensitive words): {100 * llm['restored']:.1f}% "
+            f"restored vs {100 * off['restored']:.1f}% for the offline restorer on the same words, "
+            f"{100 * llm['survived']:.1f}% left unchanged by k-RR and {100 * llm['pr_t0']:.1f}% Pr[T0]. The paper's restorers were GPT-4o mini and Llama-3.1-8B; a "
+            "135M model is far weaker, so its numbers are a floor, not the paper's setting."
+        )
+    sums = {s["input"]: s for s in results.summaries}
+    krr6 = next((s for k, s in sums.items() if k.startswith("k-RR eps=6 +")), None)
+    if krr6:
+        notes.append(
+            f"Downstream summary similarity at ε=6 (restored input): {krr6['summary_similarity']:.3f} MiniLM cosine "
+            f"to the original's summary (paper: > 0.80 with GPT-4o mini); "
+            f"{'MET' if krr6['summary_similarity'] > 0.80 else 'NOT MET'} with SmolLM2 as summariser."
+        )
+    presidio = next((b for b in results.baselines if b["method"].startswith("Presidio")), None)
+    if presidio:
+        notes.append(
+            f"Presidio leaks {100 * presidio['pii_leaked']:.1f}% of PII words (what its recognizers miss) "
+            f"while keeping {100 * presidio['nonsensitive_kept']:.1f}% of other words; it has no privacy knob."
+        )
+    return notes
