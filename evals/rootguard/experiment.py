@@ -259,9 +259,11 @@ def _objective(
     """Target wMAPE as a function of the log-weights of roots 2..k (root 1 has weight 1)."""
 
     def objective(logw: np.ndarray) -> float:
-        w = np.exp(np.concatenate([[0.0], logw]))
-        est = _numpy_target(profile, template, values, w / w.sum(), budget, noise)
-        return wmape(est, true_g)
+        # Shares are kept within e^±6 of the first root's; beyond that a root is unusable.
+        w = np.exp(np.concatenate([[0.0], np.clip(logw, -6.0, 6.0)]))
+        with np.errstate(all="ignore"):
+            est = _numpy_target(profile, template, values, w / w.sum(), budget, noise)
+            return wmape(est, true_g)
 
     return objective
 
@@ -299,14 +301,19 @@ def run_allocation_fit(
                 grid = np.linspace(-4, 4, grid_points)
                 scores = [objective(np.array([g])) for g in grid]
                 best = np.array([grid[int(np.argmin(scores))]])
-                result = minimize(objective, best, method="Nelder-Mead", options={"xatol": 1e-3})
-            else:
-                rule = allocate(profile, target=template.target, budget=budget)
-                start = np.log([rule[n] / rule[template.roots[0]] for n in template.roots[1:]])
                 result = minimize(
-                    objective, start, method="Nelder-Mead", options={"xatol": 1e-3, "maxiter": 600}
+                    objective, best, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-9}
                 )
-            w = np.exp(np.concatenate([[0.0], result.x]))
+            else:
+                # Start from the equal split, not from the rule, so the search is not biased
+                # toward the exponent it is meant to measure.
+                result = minimize(
+                    objective,
+                    np.zeros(k - 1),
+                    method="Nelder-Mead",
+                    options={"xatol": 1e-4, "fatol": 1e-9, "maxiter": 4000},
+                )
+            w = np.exp(np.concatenate([[0.0], np.clip(result.x, -6.0, 6.0)]))
             shares = w / w.sum()
             rule = allocate(profile, target=template.target, budget=budget)
             for j, name in enumerate(template.roots):

@@ -358,7 +358,7 @@ def write_report(results: dict[str, Any], out: Path) -> None:
     ]
     lines += [f"{i}. {a}" for i, a in enumerate(results["assumptions"], start=1)]
     lines += ["", "## Where this differs from the paper, and why", ""]
-    lines += DISCUSSION
+    lines += _discussion(results, eps0)
     lines += [
         "",
         "## Timings",
@@ -374,4 +374,88 @@ def write_report(results: dict[str, Any], out: Path) -> None:
     (out / "report.md").write_text("\n".join(lines))
 
 
-DISCUSSION: list[str] = []
+def _discussion(results: dict[str, Any], eps0: float) -> list[str]:
+    """The differences from the paper, with this run's numbers filled in."""
+    rows, rec = results["utility"], results["reconstruction"]
+    epsilons = sorted({r["epsilon"] for r in rows})
+    w = {s: macro(rows, s, "wmape") for s in results["settings"]}
+    c = {s: macro(rows, s, "rce") for s in results["settings"]}
+    rel_w, rel_c = w["relative"], c["relative"]
+    tmpl_c = per_template(rows, "relative", eps0, "rce")
+    rce_ratios = ", ".join(
+        f"{rel_c[(e, 'M-All')][0] / max(rel_c[(e, 'M-Opt')][0], 1e-12):.2f}x at ε = {e:g}"
+        for e in epsilons
+    )
+    gain = 1 - rel_w[(eps0, "M-Opt")][0] / rel_w[(eps0, "M-Roots")][0]
+    dflt = w["default"]
+    r = {(x["setting"], x["method"], x["q"]): x["wmape"] for x in rec}
+    qs = sorted({x["q"] for x in rec})
+    q0, q1 = qs[0], qs[-1]
+    fits = {s: results["allocation"][s]["fits"]["pooled"] for s in results["settings"]}
+    return [
+        "1. **What ε is measured against.** The paper's summary does not say over what "
+        "distance its ε holds. Its RQ2 figure (10.2% reconstruction error at q = 1, "
+        "ε_r = 0.1) means the noise is about a tenth of each value, which no mechanism that "
+        "is ε-DP over a whole public domain can give: in our `domain` setting the noisy value "
+        "at ε = 0.1 carries almost nothing and the MAP adversary falls back on the population "
+        f"prior ({_pct(r[('domain', 'M-All', q0)])} error whatever q), and every method's "
+        "target is useless. We therefore report the paper-comparable `relative` setting (ε "
+        "per 1% of the population mean of each root: metric DP, noise scale = 10% of the mean "
+        "at ε = 0.1) as the headline, next to Veil's default units and pure domain DP. The "
+        "`relative` guarantee is weak: two weights 0.8 kg apart are e^ε-indistinguishable, "
+        "two weights 10 kg apart only e^(12ε).",
+        f"2. **wMAPE ratio {rel_w[(eps0, 'M-All')][0] / rel_w[(eps0, 'M-Opt')][0]:.2f}x "
+        "at ε = 0.1 (goal 2.6x).** Almost all of it comes from answering every disclosure "
+        "from one cached draw: RootGuard spends (2k+1)ε once on k roots, i.e. 2.5x (k = 2) or "
+        "2.25x (k = 4) more per root than one M-All disclosure, and the error scales as 1/ε. "
+        f"The sensitivity-weighted split adds only {100 * gain:.1f}% over the equal split "
+        "here, because in these templates the roots' relative sensitivities (elasticities) "
+        "differ by at most a factor 2-4 and the rule takes their square root. With Veil's "
+        "default units (privacy units that differ by orders of magnitude between roots) the "
+        f"weighting matters more: M-Opt {_pct(dflt[(eps0, 'M-Opt')][0])} vs M-Roots "
+        f"{_pct(dflt[(eps0, 'M-Roots')][0])} at ε = {eps0:g}, but it is not uniformly better "
+        "(see the ε = 0.2-0.5 rows): the rule is first-order at the population means and "
+        "ignores clamping and the heavy tails of ratio formulas (FIB-4, APRI divide by noisy "
+        "platelets and √ALT, which is also why their wMAPE runs into thousands of percent in "
+        "the `default` and `domain` settings).",
+        f"3. **Risk-class error ratio {rel_c[(eps0, 'M-All')][0] / max(rel_c[(eps0, 'M-Opt')][0], 1e-12):.2f}x "
+        f"at ε = 0.1 (goal 2.2x).** The ratio grows with ε ({rce_ratios}). At ε = 0.1 "
+        "M-All's class error saturates on the templates whose clinical classes are narrow "
+        f"compared with the noise: BMI {_pct(tmpl_c[('BMI', 'M-All')])} and WHtR "
+        f"{_pct(tmpl_c[('WHtR', 'M-All')])} wrong classes under M-All, where halving the "
+        "noise cannot halve the error. The paper's absolute RCE (15.7% / 7.0%) is lower than "
+        f"ours ({_pct(rel_c[(eps0, 'M-All')][0])} / {_pct(rel_c[(eps0, 'M-Opt')][0])}); its "
+        "class cut-offs and population are not given in the summary; ours are the standard "
+        "ones in the table above, on real NHANES bodies and partly synthetic labs.",
+        f"4. **Reconstruction.** M-All falls from {_pct(r[('relative', 'M-All', q0)])} at "
+        f"q = {q0} to {_pct(r[('relative', 'M-All', q1)])} at q = {q1} (paper 10.2% → 3.2%); "
+        f"RootGuard stays at {_pct(r[('relative', 'RootGuard', q0)])} for every q, exactly, "
+        "because the adversary's view does not change. An adversary that wrongly treats the "
+        "repeated cached answer as independent draws does worse, not better "
+        f"({_pct(r[('relative', 'RootGuard (naive adversary)', q1)])} at q = {q1} in "
+        f"`relative`, {_pct(r[('default', 'RootGuard (naive adversary)', q1)])} in "
+        "`default`): it over-trusts one noisy value against the prior.",
+        f"5. **Allocation exponent.** The best split found by direct search fits exponent "
+        f"{fits['relative']['exponent']:.2f} ± {fits['relative']['se']:.2f} in `relative` "
+        f"(rule: 0.5), so the rule's power law holds where the noise is small against the "
+        "domain. Where noise is comparable to the domain (`default` at small ε, `domain`) the "
+        f"optimum is not a power law (fits {fits['default']['exponent']:.2f} ± "
+        f"{fits['default']['se']:.2f} and {fits['domain']['exponent']:.2f} ± "
+        f"{fits['domain']['se']:.2f}): clamping, not the first-order error, decides there.",
+        "6. **M-All as defined here** lets the target service evaluate g on one fresh "
+        "ε-disclosure of each root. This favours M-All: noising the derived value itself "
+        "would need the Lipschitz-amplified scale (the paper's Theorem 2), and a service that "
+        "pooled both of its root disclosures would gain at most √2.",
+        "7. **Data.** Bodies, blood pressure, HDL and HbA1c are real NHANES 2017-18 rows; "
+        "glucose, insulin, triglycerides and ALT follow NHANES percentiles with assumed "
+        "dependence; AST, platelets and creatinine are fully synthetic (list above). FIB-4, "
+        "APRI, HOMA-IR, TyG and eGFR therefore rest partly on assumptions. The paper's "
+        "end-to-end LLM-agent study (RQ4, 21,600 sessions) is not reproduced: no hosted LLM "
+        "is reachable here; the free-text finder that replaces it in Veil is covered by "
+        "unit tests instead (`tests/py_core/test_rootguard_text.py`).",
+        "8. **Mechanism.** Veil's roots use an exact discrete Laplace on each value's grid "
+        "(Mironov-safe), not float Laplace, and snaps true values to the profile precision. "
+        "The noise scales here span tens to thousands of grid steps, so discreteness is not "
+        "expected to move the figures (not measured separately); RQ3's search uses a "
+        "continuous clamped Laplace for speed.",
+    ]

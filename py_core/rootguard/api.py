@@ -328,7 +328,8 @@ def reset_state(
     """Re-draw ``names`` (default: every root with a true value); spends budget again.
 
     A root whose cached draw no longer matches the profile (a changed domain or
-    budget) can be reset by naming it; a corrupted state is still refused.
+    budget) can be reset by naming it, and roots the profile no longer declares are
+    dropped; a corrupted state is still refused.
     """
     prof = _profile(profile)
     source = resolve_rng(rng, secure=True)
@@ -338,7 +339,11 @@ def reset_state(
     ):
         raise InvalidParameterError(f"names must be a list of root names; got {names!r}")
     chosen = tuple(names) if names is not None else tuple(n for n in prof.roots if n in truth)
-    cache = _restore(prof, state, chosen)
+    # Roots the profile no longer declares are dropped by a reset (nothing is drawn for them).
+    stale = ()
+    if isinstance(state, Mapping) and isinstance(state.get("roots"), Mapping):
+        stale = tuple(n for n in state["roots"] if n not in prof.roots)
+    cache = _restore(prof, state, chosen + stale)
     cache.reset(truth, source, names=list(chosen))
     return cache.to_dict()
 

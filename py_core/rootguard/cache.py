@@ -92,8 +92,12 @@ class CachedRoot:
     def mismatches(self, spec: RootSpec, epsilon: float) -> list[str]:
         """How this cached draw differs from what the profile now specifies."""
         problems = []
-        if not _close(self.epsilon, epsilon):
-            problems.append(f"epsilon {self.epsilon:g} (profile now allocates {epsilon:g})")
+        # A draw at a smaller ε than now allocated is at least as private: it is kept (the
+        # ledger records what it cost).  One at a larger ε than now allowed is refused.
+        if self.epsilon > epsilon * (1 + _TOLERANCE):
+            problems.append(
+                f"epsilon {self.epsilon:g}, more than the profile now allows ({epsilon:g})"
+            )
         if not (_close(self.domain[0], spec.grid.lo) and _close(self.domain[1], spec.grid.hi)):
             problems.append(
                 f"domain [{self.domain[0]:g}, {self.domain[1]:g}] (profile now [{spec.grid.lo:g}, {spec.grid.hi:g}])"

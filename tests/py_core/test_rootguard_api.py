@@ -150,3 +150,16 @@ def test_describe_reports_guarantees() -> None:
     assert weight["domain_epsilon"] == pytest.approx(22.0)
     assert info["derived"]["bmi"]["from"] == ["height_cm", "weight_kg"]
     assert _through_json(info) == info
+
+
+def test_removed_root_blocks_until_reset() -> None:
+    """A state with a root the profile dropped is refused; a reset drops it and records itself."""
+    state = api.init_state(PROFILE, TRUE)
+    smaller = copy.deepcopy(PROFILE)
+    del smaller["values"]["hdl"]
+    truth = {k: v for k, v in TRUE.items() if k != "hdl"}
+    with pytest.raises(StateError, match="'hdl'"):
+        api.noisy_values(smaller, state)
+    new_state = api.reset_state(smaller, truth, state, names=["age"])
+    assert "hdl" not in new_state["roots"]
+    assert api.ledger(new_state)[-1]["epsilon"] == {"age": pytest.approx(14 / 13)}

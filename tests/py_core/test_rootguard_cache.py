@@ -149,7 +149,17 @@ def test_mismatched_profile_is_refused_and_not_redrawn() -> None:
     assert "reset 'weight_kg' explicitly" in message
     assert "nothing was re-drawn" in message
     cache = RootCache.from_dict(profile, state, tolerate_mismatch=list(profile.roots))
-    assert cache.roots == {}
+    # Only the mismatching root is dropped; the others were drawn at ε = 1 <= 2 now allowed.
+    assert set(cache.roots) == set(profile.roots) - {"weight_kg"}
+
+
+def test_draw_at_larger_epsilon_than_now_allowed_is_refused() -> None:
+    """Lowering the budget makes cached draws less private than wanted: refused until reset."""
+    state = _fresh().to_dict()
+    stricter = copy.deepcopy(DEFAULT_PROFILE)
+    stricter["budget"] = 7.0
+    with pytest.raises(StateError, match="more than the profile now allows"):
+        RootCache.from_dict(load_profile(stricter), state)
 
 
 def test_tampered_but_resigned_state_is_checked_semantically() -> None:
