@@ -21,6 +21,7 @@ from py_core.errors import VeilError
 COMMAND_MODULES = (
     "companion.commands.perturb",
     "companion.commands.eval",
+    "companion.commands.audit",
 )
 
 

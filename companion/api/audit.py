@@ -191,7 +191,7 @@ def cancel_inversion(job_id: str, request: Request) -> dict[str, Any]:
 @router.get("/inversion")
 def list_inversions(request: Request) -> dict[str, Any]:
     """Jobs kept in memory (without their results)."""
-    jobs = get_service(request).list()
+    jobs = get_service(request).jobs()
     return {"jobs": [{k: v for k, v in j.summary().items() if k != "result"} for j in jobs]}
 
 

@@ -7,6 +7,7 @@ import importlib
 
 # name -> module in evals/ exposing add_arguments(parser) and run(args) -> int.
 EVALUATIONS: dict[str, str] = {
+    "inversion": "evals.inversion",
     "rootguard": "evals.rootguard",
     "krr": "evals.krr",
 }

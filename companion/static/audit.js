@@ -1,0 +1,229 @@
+// The inversion audit page: start a job, follow its server-sent events, colour tokens by loss.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+let currentJob = null;
+let streamAbort = null;
+
+function apiToken() {
+  // The companion's token: from the URL fragment (#token=...), the page's meta tag,
+  // or what the chat page stored for this session.
+  const hash = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (hash) sessionStorage.setItem("veil-token", hash);
+  const meta = document.querySelector('meta[name="veil-token"]');
+  return hash || (meta && meta.content) || sessionStorage.getItem("veil-token")
+    || localStorage.getItem("veil-token") || "";
+}
+
+function headers(extra = {}) {
+  const token = apiToken();
+  return token ? { ...extra, Authorization: `Bearer ${token}`, "X-Veil-Token": token } : extra;
+}
+
+function errorMessage(body, status) {
+  const detail = body && (body.detail ?? body.error ?? body);
+  if (detail && typeof detail === "object" && detail.message) return detail.message;
+  if (typeof detail === "string") return detail;
+  return `request failed with HTTP ${status}`;
+}
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message;
+  box.hidden = !message;
+}
+
+function lossColour(loss) {
+  // log10(loss): ≤ -8 green, -5 amber, ≥ -2 red (linear between).
+  const x = Math.log10(Math.max(loss, 1e-30));
+  const t = Math.min(1, Math.max(0, (x + 8) / 6));
+  const ok = [46, 158, 79], mid = [217, 164, 0], bad = [198, 40, 40];
+  const [a, b, u] = t < 0.5 ? [ok, mid, t * 2] : [mid, bad, (t - 0.5) * 2];
+  const c = a.map((v, i) => Math.round(v + (b[i] - v) * u));
+  return `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
+}
+
+function visible(token) {
+  return token.replace(/\n/g, "↵\n").replace(/\t/g, "⇥");
+}
+
+function tokenSpan(p) {
+  const span = document.createElement("span");
+  span.className = "tok" + (p.status !== "proven" ? " flagged" : "");
+  span.style.background = lossColour(p.discrete_loss);
+  span.textContent = visible(p.token);
+  span.title = `#${p.position} ${JSON.stringify(p.token)} — ${p.status}\n` +
+    `discrete loss ${p.discrete_loss.toExponential(2)}\nrank ${p.rank ?? "–"}, ` +
+    `${p.candidates_checked} candidates checked, ${p.seconds.toFixed(3)} s`;
+  span.dataset.status = p.status;
+  return span;
+}
+
+function num(x, digits = 3) {
+  return x === null || x === undefined ? "–" : Number(x).toPrecision(digits);
+}
+
+function renderResult(result, tokenizerText) {
+  $("result").hidden = false;
+  const tokens = $("tokens");
+  tokens.replaceChildren(...result.positions.map(tokenSpan));
+  const items = [
+    ["recovered text", result.text],
+    ["tokens", String(result.positions.length)],
+    ["all proven", result.all_proven ? "yes" : `no — flagged positions ${result.flagged_positions.join(", ")}`],
+    ["cumulative discrete loss", result.cumulative_discrete_loss.toExponential(3)],
+    ["time", `${result.seconds.toFixed(2)} s (${result.seconds_per_token.toFixed(3)} s per token)`],
+    ["method", result.method],
+  ];
+  if (result.exact_match !== null && result.exact_match !== undefined) {
+    items.push(["exact match with the input", result.exact_match ? "yes" : "no"]);
+    items.push(["token accuracy", (100 * result.token_accuracy).toFixed(1) + " %"]);
+  }
+  const dl = $("summary");
+  dl.replaceChildren();
+  for (const [k, v] of items) {
+    const dt = document.createElement("dt"); dt.textContent = k;
+    const dd = document.createElement("dd"); dd.textContent = v;
+    dl.append(dt, dd);
+  }
+  const body = $("positions").querySelector("tbody");
+  body.replaceChildren(...result.positions.map((p) => {
+    const tr = document.createElement("tr");
+    const cells = [p.position, JSON.stringify(p.token), p.status, p.discrete_loss.toExponential(2),
+      p.max_abs.toExponential(2), p.rank ?? "–", p.candidates_checked, p.seconds.toFixed(3),
+      p.true_token_id === null ? "–" : (p.true_token_id === p.token_id ? "✓" : "✗")];
+    cells.forEach((c, i) => {
+      const td = document.createElement("td");
+      td.textContent = String(c);
+      if (i >= 3 && i <= 7) td.className = "num";
+      tr.append(td);
+    });
+    return tr;
+  }));
+}
+
+function onEvent(kind, data) {
+  const stage = $("stage"), bar = $("progress");
+  if (kind === "setup") {
+    stage.textContent = `One-time setup for this model — ${data.stage}: ${data.done} / ${data.total}`;
+    bar.max = data.total; bar.value = data.done;
+  } else if (kind === "started") {
+    stage.textContent = `Inverting ${data.positions} positions…`;
+    bar.max = data.positions; bar.value = 0;
+  } else if (kind === "position") {
+    stage.textContent = `Position ${data.position + 1} / ${data.total}: ${JSON.stringify(data.token)} ` +
+      `(${data.status}, loss ${num(data.discrete_loss, 2)}, ${data.candidates_checked} checked)`;
+    bar.max = data.total; bar.value = data.position + 1;
+    $("result").hidden = false;
+    $("tokens").append(tokenSpan({ ...data, max_abs: 0 }));
+  } else if (kind === "done") {
+    stage.textContent = "Done.";
+    renderResult(data.result);
+    finish();
+  } else if (kind === "error") {
+    showError(data.message);
+    stage.textContent = data.code === "cancelled" ? "Cancelled." : "Failed.";
+    finish();
+  }
+}
+
+async function follow(jobId) {
+  // fetch() rather than EventSource so the token can travel in a header.
+  streamAbort = new AbortController();
+  let lastId = null;
+  for (let attempt = 0; attempt < 20; attempt++) {
+    try {
+      const h = headers({ Accept: "text/event-stream" });
+      if (lastId !== null) h["Last-Event-ID"] = String(lastId);
+      const res = await fetch(`/v1/audit/inversion/${jobId}/events`, { headers: h, signal: streamAbort.signal });
+      if (!res.ok) throw new Error(errorMessage(await res.json().catch(() => null), res.status));
+      const reader = res.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const block = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
+          let kind = "message", data = "", id = null;
+          for (const line of block.split("\n")) {
+            if (line.startsWith("event: ")) kind = line.slice(7);
+            else if (line.startsWith("data: ")) data += line.slice(6);
+            else if (line.startsWith("id: ")) id = Number(line.slice(4));
+          }
+          if (id !== null) lastId = id;
+          if (data) onEvent(kind, JSON.parse(data));
+          if (kind === "done" || kind === "error") return;
+        }
+      }
+    } catch (err) {
+      if (err.name === "AbortError") return;
+      showError(`lost the progress stream (${err.message}); retrying…`);
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+function finish() {
+  $("start").disabled = false;
+  $("cancel").disabled = true;
+  currentJob = null;
+}
+
+async function start(event) {
+  event.preventDefault();
+  showError("");
+  $("result").hidden = true;
+  $("tokens").replaceChildren();
+  const source = document.querySelector('input[name="source"]:checked').value;
+  const options = { method: $("method").value, sigma: Number($("sigma").value || 0) };
+  for (const id of ["model", "key"]) if ($(id).value.trim()) options[id] = $(id).value.trim();
+  for (const id of ["tolerance", "max_candidates", "steps", "candidates", "learning_rate"]) {
+    if ($(id).value !== "" && (options.method === "gradient" || !["steps", "candidates", "learning_rate"].includes(id))) {
+      options[id] = Number($(id).value);
+    }
+  }
+  let init;
+  if (source === "text") {
+    const text = $("text").value;
+    if (!text.trim()) { showError("Type or paste the text to audit."); return; }
+    init = { method: "POST", headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify({ ...options, text }) };
+  } else {
+    const file = $("file").files[0];
+    if (!file) { showError("Choose a hidden-state file (.pt, .npy or .safetensors)."); return; }
+    const form = new FormData();
+    form.append("file", file);
+    for (const [k, v] of Object.entries(options)) form.append(k, String(v));
+    init = { method: "POST", headers: headers(), body: form };
+  }
+  $("start").disabled = true;
+  $("progress-box").hidden = false;
+  $("stage").textContent = "Starting…";
+  try {
+    const res = await fetch("/v1/audit/inversion", init);
+    const body = await res.json().catch(() => null);
+    if (!res.ok) throw new Error(errorMessage(body, res.status));
+    currentJob = body.id;
+    $("cancel").disabled = false;
+    await follow(body.id);
+  } catch (err) {
+    showError(err.message);
+    finish();
+  }
+}
+
+async function cancel() {
+  if (!currentJob) return;
+  await fetch(`/v1/audit/inversion/${currentJob}`, { method: "DELETE", headers: headers() });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  apiToken();
+  $("audit-form").addEventListener("submit", start);
+  $("cancel").addEventListener("click", cancel);
+  $("method").addEventListener("change", () => {
+    $("audit-form").classList.toggle("gradient", $("method").value === "gradient");
+  });
+});
