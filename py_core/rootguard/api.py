@@ -299,7 +299,8 @@ def protect_text(
     missing = sorted(needed - set(cache.roots))
     if missing:
         cache.draw(truth, source, names=missing, event="draw")
-    new_text, replacements = replace_mentions(text, mentions, prof, cache.value)
+    noisy = cache.values() if mentions else {}
+    new_text, replacements = replace_mentions(text, mentions, prof, noisy.__getitem__)
     return {
         "text": new_text,
         "spans": [[r.start, r.end] for r in replacements],

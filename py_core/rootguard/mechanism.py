@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Protocol
 
@@ -125,48 +125,38 @@ class Grid:
     lo: float
     hi: float
     step: float
+    # Derived once in __post_init__ (exact rationals): step, first/last index, decimals.
+    fstep: Fraction = field(init=False, repr=False, compare=False)
+    first: int = field(init=False, repr=False, compare=False)
+    last: int = field(init=False, repr=False, compare=False)
+    decimals: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("lo", "hi", "step"):
-            _as_fraction(getattr(self, name), name)
-        if not self.step > 0:
+        lo, hi = _as_fraction(self.lo, "lo"), _as_fraction(self.hi, "hi")
+        step = _as_fraction(self.step, "precision")
+        if not step > 0:
             raise InvalidParameterError(f"precision must be > 0; got {self.step!r}")
-        if not self.lo < self.hi:
+        if not lo < hi:
             raise InvalidParameterError(f"domain [{self.lo}, {self.hi}] is empty or inverted")
-        if self.last < self.first:
+        first, last = math.ceil(lo / step), math.floor(hi / step)
+        if last < first:
             raise InvalidParameterError(
                 f"domain [{self.lo}, {self.hi}] holds no multiple of the precision {self.step}"
             )
-        if self.size > 10_000_000:
+        if last - first + 1 > 10_000_000:
             raise InvalidParameterError(
-                f"domain [{self.lo}, {self.hi}] at precision {self.step} has {self.size} grid "
-                "points; at most 10,000,000 (use a coarser precision)"
+                f"domain [{self.lo}, {self.hi}] at precision {self.step} has {last - first + 1} "
+                "grid points; at most 10,000,000 (use a coarser precision)"
             )
-
-    @property
-    def fstep(self) -> Fraction:
-        return _as_fraction(self.step, "precision")
-
-    @property
-    def first(self) -> int:
-        return math.ceil(_as_fraction(self.lo, "lo") / self.fstep)
-
-    @property
-    def last(self) -> int:
-        return math.floor(_as_fraction(self.hi, "hi") / self.fstep)
+        decimals = next((d for d in range(13) if (step * 10**d).denominator == 1), 12)
+        object.__setattr__(self, "fstep", step)
+        object.__setattr__(self, "first", first)
+        object.__setattr__(self, "last", last)
+        object.__setattr__(self, "decimals", decimals)
 
     @property
     def size(self) -> int:
         return self.last - self.first + 1
-
-    @property
-    def decimals(self) -> int:
-        """Decimal places needed to print a grid value exactly (0.1 -> 1, 0.25 -> 2)."""
-        step = self.fstep
-        for d in range(0, 13):
-            if (step * 10**d).denominator == 1:
-                return d
-        return 12
 
     def snap(self, value: float) -> int:
         """The index of the grid value nearest ``value``, clamped into the domain."""

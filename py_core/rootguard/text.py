@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -155,28 +156,50 @@ def _unit_at(text: str, pos: int) -> tuple[str, int] | None:
     return None  # pragma: no cover
 
 
-def _alias_table(profile: Profile) -> list[tuple[re.Pattern[str], str]]:
-    table = []
+def _alias_table(profile: Profile) -> tuple[re.Pattern[str], dict[str, list[str]]]:
+    """One pattern matching every alias (longest first), and alias -> the names it denotes."""
+    names_of: dict[str, list[str]] = {}
     for name in profile.names:
         spec = profile.spec(name)
         for alias in (*spec.aliases, name.replace("_", " ")):
-            pattern = re.compile(r"(?<![\w-])" + re.escape(alias) + r"(?![\w-])", re.IGNORECASE)
-            table.append((pattern, name))
-    return table
+            key = " ".join(alias.lower().split())
+            if name not in names_of.setdefault(key, []):
+                names_of[key].append(name)
+    alternatives = sorted(names_of, key=len, reverse=True)
+    body = "|".join(re.escape(a).replace(r"\ ", r"\s+") for a in alternatives)
+    return re.compile(rf"(?<![\w-])(?:{body})(?![\w-])", re.IGNORECASE), names_of
 
 
-def _aliased_names(text: str, start: int, aliases: list[tuple[re.Pattern[str], str]]) -> set[str]:
+@dataclass(frozen=True, slots=True)
+class _AliasHits:
+    """Every alias occurrence in a text, sorted by end position."""
+
+    ends: list[int]
+    hits: list[tuple[int, int, str]]  # (end, start, name)
+
+    @classmethod
+    def scan(cls, text: str, table: tuple[re.Pattern[str], dict[str, list[str]]]) -> _AliasHits:
+        pattern, names_of = table
+        hits = sorted(
+            (m.end(), m.start(), name)
+            for m in pattern.finditer(text)
+            for name in names_of[" ".join(m.group(0).lower().split())]
+        )
+        return cls([h[0] for h in hits], hits)
+
+
+def _aliased_names(text: str, start: int, hits: _AliasHits) -> set[str]:
     """Names whose alias ends shortly before ``start`` with only filler words between."""
     window_start = max(0, start - 60)
-    window = text[window_start:start]
-    cut = max(window.rfind(c) for c in ";!?\n")
+    cut = max(text.rfind(c, window_start, start) for c in ";!?\n")  # -1 when none
     found: dict[str, int] = {}
-    for pattern, name in aliases:
-        for m in pattern.finditer(window):
-            if m.start() <= cut:
-                continue
-            if _FILLER.match(window[m.end() :]) and m.end() > found.get(name, -1):
-                found[name] = m.end()
+    for end, alias_start, name in hits.hits[
+        bisect_left(hits.ends, window_start) : bisect_right(hits.ends, start)
+    ]:
+        if alias_start < window_start or alias_start <= cut:
+            continue
+        if _FILLER.match(text[end:start]) and end > found.get(name, -1):
+            found[name] = end
     if not found:
         return set()
     nearest = max(found.values())
@@ -218,7 +241,7 @@ def _matching(
 def find_mentions(text: str, profile: Profile, true_values: Mapping[str, float]) -> list[Mention]:
     """Every place ``text`` writes one of the person's values (see the module doc)."""
     truth = profile.evaluate_all({k: v for k, v in true_values.items() if v is not None})
-    aliases = _alias_table(profile)
+    aliases = _AliasHits.scan(text, _alias_table(profile))
     taken = [False] * (len(text) + 1)
     for m in _PROTECTED.finditer(text):
         for i in range(m.start(), m.end()):
