@@ -62,6 +62,7 @@ class Replacement:
 # Surface unit -> canonical unit id (shared across quantities: mg/dL fits glucose,
 # triglycerides, cholesterol and creatinine alike).
 _UNIT_WORDS: tuple[tuple[str, str], ...] = (
+    (r"kg\s*/\s*m(?:2|\u00b2|\^2)", "kg/m2"),
     (r"kilograms?|kilos?|kgs?", "kg"),
     (r"pounds?|lbs?", "lb"),
     (r"centimet(?:er|re)s?|cm", "cm"),
@@ -81,7 +82,6 @@ _UNIT_WORDS: tuple[tuple[str, str], ...] = (
         r"\s*/\s*[u\u00b5\u03bc]l|k\s*/\s*[u\u00b5\u03bc]l|/\s*nl",
         "10^9/L",
     ),
-    (r"kg\s*/\s*m(?:2|\u00b2|\^2)", "kg/m2"),
     (r"ml\s*/\s*min(?:\s*/\s*1\.73\s*m(?:2|\u00b2|\^2))?", "mL/min/1.73m2"),
     (r"years?\s+old|years?|yrs?|y\s*/\s*o|yo", "years"),
     (r"%", "%"),

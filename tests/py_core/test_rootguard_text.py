@@ -66,6 +66,10 @@ def _found(text: str) -> list[tuple[str, str]]:
         ("triglycerides 1.58 mmol/L", [("triglycerides", "1.58")]),
         ("HDL 48", [("hdl", "48")]),
         ("my FIB-4 is 1.53", [("fib4", "1.53")]),
+        ("BMI 24.9 kg/m2", [("bmi", "24.9")]),
+        ("I'm a 52 y/o male, 81kg", [("age", "52"), ("weight_kg", "81")]),
+        ("I am 52 years old and 180cm", [("age", "52"), ("height_cm", "180")]),
+        ("weight: 81 kg, goal 78 kg", [("weight_kg", "81")]),
     ],
 )
 def test_finds_declared_values_in_many_formats(text: str, expected: list[tuple[str, str]]) -> None:
