@@ -23,10 +23,11 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from companion.errors import APIError, ErrorCode
 from py_core.errors import VeilError
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
@@ -73,29 +74,36 @@ def get_service(request: Request) -> Any:
     return service
 
 
-def _bad_request(message: str, code: str = "invalid_input", status: int = 400) -> HTTPException:
-    return HTTPException(status_code=status, detail={"code": code, "message": message})
+def _bad_request(
+    message: str, code: ErrorCode = ErrorCode.INVALID_REQUEST, status: int = 400
+) -> APIError:
+    return APIError(status, code, message)
 
 
 async def _read_body(request: Request) -> tuple[InversionBody, bytes | None, str | None]:
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
-        form = await request.form()
-        upload = form.get("file")
-        fields: dict[str, Any] = {}
-        for name, value in form.multi_items():
-            if name == "file" or not isinstance(value, str) or value == "":
-                continue
-            fields[name] = value
-        body = _parse(fields)
-        if upload is None or isinstance(upload, str):
-            if body.text is None:
-                raise _bad_request("the upload has no 'file' field (and no text)")
-            return body, None, None
-        data = await upload.read()
+        async with request.form() as form:
+            upload = form.get("file")
+            fields: dict[str, Any] = {}
+            for name, value in form.multi_items():
+                if name == "file" or not isinstance(value, str) or value == "":
+                    continue
+                fields[name] = value
+            body = _parse(fields)
+            if upload is None or isinstance(upload, str):
+                if body.text is None:
+                    raise _bad_request("the upload has no 'file' field (and no text)")
+                return body, None, None
+            data = await upload.read()
+            filename = upload.filename or "upload"
         if len(data) > MAX_UPLOAD_BYTES:
-            raise _bad_request(f"the file is larger than {MAX_UPLOAD_BYTES >> 20} MiB", status=413)
-        return body, data, upload.filename or "upload"
+            raise _bad_request(
+                f"the file is larger than {MAX_UPLOAD_BYTES >> 20} MiB",
+                ErrorCode.PAYLOAD_TOO_LARGE,
+                413,
+            )
+        return body, data, filename
     if content_type.startswith("application/json") or not content_type:
         try:
             raw = await request.json()
@@ -105,7 +113,9 @@ async def _read_body(request: Request) -> tuple[InversionBody, bytes | None, str
             raise _bad_request("the JSON body must be an object")
         return _parse(raw), None, None
     raise _bad_request(
-        f"unsupported content type {content_type!r}: send JSON or multipart/form-data", status=415
+        f"unsupported content type {content_type!r}: send JSON or multipart/form-data",
+        ErrorCode.UNSUPPORTED_MEDIA,
+        415,
     )
 
 
@@ -118,7 +128,7 @@ def _parse(fields: dict[str, Any]) -> InversionBody:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors()
             )
-            raise _bad_request(f"invalid options: {problems}", status=422) from exc
+            raise _bad_request(f"invalid options: {problems}") from exc
         raise
 
 
@@ -169,7 +179,7 @@ def _job(service: Any, job_id: str) -> Any:
     job = service.get(job_id)
     if job is None:
         raise _bad_request(
-            f"no inversion job {job_id!r} (results are kept in memory)", "not_found", 404
+            f"no inversion job {job_id!r} (results are kept in memory)", ErrorCode.NOT_FOUND, 404
         )
     return job
 

@@ -17,7 +17,7 @@ function apiToken() {
 
 function headers(extra = {}) {
   const token = apiToken();
-  return token ? { ...extra, Authorization: `Bearer ${token}`, "X-Veil-Token": token } : extra;
+  return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
 }
 
 function errorMessage(body, status) {
