@@ -51,6 +51,6 @@ def browser(shared_browser: Browser, recorder: Recorder) -> Iterator[Browser]:
     shared_browser.reset_storage()
     recorder.clear()
     yield shared_browser
-    for page in shared_browser.ctx.pages:
+    for page in shared_browser.pages():
         if not page.is_closed():
             page.close()

@@ -93,6 +93,7 @@ class Browser:
         )
         self.ctx.route(HOST_PATTERN, self._route)
         self.ext_id = urlsplit(self.sw().url).hostname or ""
+        self._ext_page: Page | None = None
 
     def _route(self, route: Route) -> None:
         parts = urlsplit(route.request.url)
@@ -122,24 +123,22 @@ class Browser:
                 continue
 
     def evaluate(self, script: str, arg: Any = None) -> Any:
-        """Run ``script`` (a JS function) in the service worker, retrying across a restart."""
-        last: Exception | None = None
-        for _ in range(5):
-            try:
-                return self.sw().evaluate(script, arg)
-            except Exception as exc:  # the worker was stopped under us
-                last = exc
-                self.wake()
-        raise RuntimeError(f"service worker evaluation failed: {last}")
+        """Run ``script`` (a JS function) in an extension page, where chrome.* is available.
 
-    def wake(self) -> None:
-        """Start the worker again by opening an extension page (a real wake-up path)."""
-        page = self.ctx.new_page()
-        try:
+        A page, not the service worker: Playwright's handle on a worker that
+        Chrome stopped can hang, while an extension page lives on.
+        """
+        page = self._ext_page
+        if page is None or page.is_closed():
+            page = self.ctx.new_page()
             page.goto(self.url("popup.html?url=about:blank"))
-            page.wait_for_selector("body[data-ready=true]", timeout=20000)
-        finally:
-            page.close()
+            page.wait_for_selector("body[data-ready=true]", timeout=30000)
+            self._ext_page = page
+        return page.evaluate(script, arg)
+
+    def pages(self) -> list[Page]:
+        """The open tabs other than the page used for chrome.* calls."""
+        return [p for p in self.ctx.pages if p is not self._ext_page]
 
     def storage(self) -> dict[str, Any]:
         return dict(self.evaluate("() => chrome.storage.local.get(null)"))
@@ -194,6 +193,12 @@ class Browser:
         page.goto(self.url("options.html"))
         page.wait_for_selector("body[data-ready=true]", timeout=30000)
         return page
+
+
+def history(browser: Browser, site_id: str) -> list[dict[str, Any]]:
+    """The full history entries of a site, oldest first (index joined with entries)."""
+    stored = browser.storage()
+    return [stored[f"entry:{e['id']}"] for e in stored.get(f"history:{site_id}", [])]
 
 
 def type_prompt(page: Page, host: str, text: str) -> None:

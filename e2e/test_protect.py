@@ -8,6 +8,7 @@ from e2e.harness import (
     SITE_ID,
     Browser,
     editor_text,
+    history,
     type_prompt,
     wait_for_records,
     wait_notice,
@@ -60,10 +61,10 @@ def test_enter_sends_a_perturbed_prompt(browser: Browser, host: str) -> None:
     if host != "chat.deepseek.com":  # the form submission navigated away from the page
         kind, _ = wait_notice(page, {"protected"})
         assert kind == "protected"
-    history = browser.storage()[f"history:{SITE_ID[host]}"]
-    assert [h["status"] for h in history] == ["protected"]
-    assert squash(history[0]["original"]) == squash(PROMPT)
-    assert squash(history[0]["sent"]) == squash(records[0].text)
+    entries = history(browser, SITE_ID[host])
+    assert [h["status"] for h in entries] == ["protected"]
+    assert squash(entries[0]["original"]) == squash(PROMPT)
+    assert squash(entries[0]["sent"]) == squash(records[0].text)
 
 
 @pytest.mark.parametrize("host", ["chatgpt.com", "gemini.google.com", "copilot.microsoft.com"])

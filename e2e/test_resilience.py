@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Playwright
 
-from e2e.harness import Browser, editor_text, set_range, type_prompt, wait_for_records, wait_saved
+from e2e.harness import (
+    Browser,
+    editor_text,
+    history,
+    set_range,
+    type_prompt,
+    wait_for_records,
+    wait_saved,
+)
 from e2e.recorder import Recorder
 from e2e.test_rootguard import set_up_rootguard
 
@@ -31,6 +39,7 @@ def test_stopping_the_service_worker_loses_nothing(browser: Browser) -> None:
     page.keyboard.press("Enter")
     wait_for_records(page, browser.recorder, 1)
     stored = browser.storage()
+    history_before = history(browser, "chatgpt")
 
     browser.stop_service_worker()
 
@@ -41,10 +50,10 @@ def test_stopping_the_service_worker_loses_nothing(browser: Browser) -> None:
     after = browser.storage()
     assert after["settings"] == stored["settings"]
     assert after["rootguard"] == stored["rootguard"]
-    history = after["history:chatgpt"]
-    assert history[0] == stored["history:chatgpt"][0]
-    assert [h["status"] for h in history] == ["protected", "protected"]
-    assert history[1]["epsilon"] == 3.0
+    entries = history(browser, "chatgpt")
+    assert entries[0] == history_before[0]
+    assert [h["status"] for h in entries] == ["protected", "protected"]
+    assert entries[1]["epsilon"] == 3.0
 
 
 @pytest.fixture
@@ -73,8 +82,8 @@ def test_a_broken_core_blocks_the_send(broken_browser: Browser) -> None:
     page.wait_for_timeout(500)
     assert browser.recorder.records() == []
     assert editor_text(page) == PROMPT
-    history = browser.storage()["history:chatgpt"]
-    assert [(h["status"], h["original"]) for h in history] == [("blocked", PROMPT)]
+    entries = history(browser, "chatgpt")
+    assert [(h["status"], h["original"]) for h in entries] == [("blocked", PROMPT)]
 
 
 def test_send_unprotected_is_honoured_when_chosen(broken_browser: Browser) -> None:
@@ -92,4 +101,4 @@ def test_send_unprotected_is_honoured_when_chosen(broken_browser: Browser) -> No
     records = wait_for_records(page, browser.recorder)
     assert records[0].text == PROMPT
     page.wait_for_selector("veil-notice[data-kind=unprotected]", state="attached")
-    assert browser.storage()["history:chatgpt"][-1]["status"] == "unprotected"
+    assert history(browser, "chatgpt")[-1]["status"] == "unprotected"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Playwright
 
-from e2e.harness import Browser, type_prompt, wait_for_records, wait_saved
+from e2e.harness import Browser, history, type_prompt, wait_for_records, wait_saved
 from e2e.recorder import Recorder
 from py_core.rootguard import api
 
@@ -67,7 +67,7 @@ def test_numbers_mode_is_identical_across_sites_and_restarts(
         first = send(browser, "chatgpt.com")
         second = send(browser, "gemini.google.com")
         assert first == second == expected_text(browser)
-        names = {r["name"] for r in browser.storage()["history:chatgpt"][-1]["replacements"]}
+        names = {r["name"] for r in history(browser, "chatgpt")[-1]["replacements"]}
         assert names == set(TRUE_VALUES)
     finally:
         browser.close()
@@ -86,7 +86,7 @@ def test_both_mode_keeps_the_noisy_values_and_perturbs_the_rest(browser: Browser
     set_up_rootguard(browser)
     set_mode(browser, "chatgpt.com", "both")
     sent = send(browser, "chatgpt.com")
-    entry = browser.storage()["history:chatgpt"][-1]
+    entry = history(browser, "chatgpt")[-1]
     assert entry["receipt"]["chars_protected"] == sum(
         len(r["replacement"]) for r in entry["replacements"]
     )

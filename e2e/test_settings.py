@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from e2e.harness import Browser, set_range, type_prompt, wait_for_records, wait_saved
+from e2e.harness import Browser, history, set_range, type_prompt, wait_for_records, wait_saved
 from py_core import krr
 from py_core.sanitize import DEFAULT_HEADER
 
@@ -64,9 +64,9 @@ def test_epsilon_set_in_popup_takes_effect(browser: Browser, epsilon: float) -> 
     kept = sum(a == b for a, b in letters)
     se = math.sqrt(n * p * (1 - p))
     assert abs(kept - n * p) <= 4 * se + 1, (kept, n * p, se)
-    history = browser.storage()["history:chatgpt"]
-    assert history[-1]["epsilon"] == epsilon
-    assert history[-1]["receipt"]["epsilon_per_char"] == pytest.approx(
+    entries = history(browser, "chatgpt")
+    assert entries[-1]["epsilon"] == epsilon
+    assert entries[-1]["receipt"]["epsilon_per_char"] == pytest.approx(
         krr.implemented_epsilon(epsilon)
     )
 

@@ -35,6 +35,8 @@ export const Msg = Object.freeze({
   EXPLAIN: "explain",
   // extension pages -> background. data: {siteId: string | null} (null: every site)
   CLEAR_HISTORY: "clear-history",
+  // extension pages -> background. data: {siteId}. reply data: {siteId, entries: [full entries]}
+  GET_HISTORY: "get-history",
   // extension pages -> background. data: {profile, trueValues}
   ROOTGUARD_SAVE: "rootguard-save",
   // extension pages -> background. data: {confirm: true, reason}
@@ -54,6 +56,7 @@ export const PRIVILEGED = new Set([
   Msg.PREVIEW,
   Msg.EXPLAIN,
   Msg.CLEAR_HISTORY,
+  Msg.GET_HISTORY,
   Msg.ROOTGUARD_SAVE,
   Msg.ROOTGUARD_RESET,
 ]);

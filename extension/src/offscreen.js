@@ -16,6 +16,14 @@ const BUILD_ID = __VEIL_BUILD_ID__;
 const INDEX_URL = new URL("./pyodide/", import.meta.url).href;
 const CORE_ZIP = new URL("./python/veil_core.zip", import.meta.url).href;
 const DB_NAME = "veil-core";
+// localStorage (synchronous) says whether IndexedDB holds a snapshot of this
+// build, so the snapshot read and the WebAssembly compile can start together.
+const SNAPSHOT_FLAG = "veil-snapshot-build";
+const T0 = performance.now();
+const phases = {};
+const mark = (name) => {
+  phases[name] = Math.round(performance.now() - T0);
+};
 const STORE = "snapshots";
 
 function openDb() {
@@ -40,6 +48,47 @@ async function dbOp(mode, fn) {
   } finally {
     db.close();
   }
+}
+
+// A memory snapshot is mostly zero pages (about half of 31 MB); store only the
+// pages that are not, so reading it back from IndexedDB costs half as much.
+const PAGE = 65536;
+
+export function packSnapshot(bytes) {
+  const words = new BigUint64Array(bytes.buffer, bytes.byteOffset, Math.floor(bytes.length / 8));
+  const wordsPerPage = PAGE / 8;
+  const chunks = [];
+  let start = -1;
+  const pages = Math.ceil(bytes.length / PAGE);
+  for (let page = 0; page <= pages; page++) {
+    let zero = true;
+    if (page < pages) {
+      const end = Math.min((page + 1) * wordsPerPage, words.length);
+      for (let i = page * wordsPerPage; i < end; i++) {
+        if (words[i] !== 0n) {
+          zero = false;
+          break;
+        }
+      }
+      // The tail that is not a whole word is always kept.
+      if (zero && (page + 1) * PAGE > words.length * 8) zero = false;
+    }
+    if (!zero && start < 0) start = page;
+    if ((zero || page === pages) && start >= 0) {
+      const from = start * PAGE;
+      const to = Math.min(page * PAGE, bytes.length);
+      chunks.push({ offset: from, bytes: bytes.slice(from, to) });
+      start = -1;
+    }
+  }
+  return { format: "veil.sparse-snapshot", version: 1, length: bytes.length, chunks };
+}
+
+export function unpackSnapshot(packed) {
+  if (!packed || packed.format !== "veil.sparse-snapshot") throw new Error("not a Veil snapshot");
+  const bytes = new Uint8Array(packed.length);
+  for (const { offset, bytes: chunk } of packed.chunks) bytes.set(chunk, offset);
+  return bytes;
 }
 
 const snapshots = {
@@ -70,6 +119,7 @@ async function bootFromSnapshot(snapshot, zipPromise) {
     _loadSnapshot: snapshot,
     ...quiet,
   });
+  mark("pyodideLoaded");
   const bridge = pyodide.pyimport("veil_bridge");
   bridge.reseed();
   // The files are not part of a memory snapshot; put them back for tracebacks
@@ -85,6 +135,7 @@ async function bootCold(zipPromise) {
     _makeSnapshot: true,
     ...quiet,
   });
+  mark("pyodideLoaded");
   await unpackCore(pyodide, await zipPromise);
   pyodide.runPython("import sys\nif '/veil' not in sys.path: sys.path.insert(0, '/veil')\nimport veil_bridge");
   let snapshot = null;
@@ -115,18 +166,26 @@ function report(data) {
 const BOOT_TIMEOUT_MS = 60000; // loadPyodide can hang forever (e.g. a CSP problem); never wait on it unbounded
 
 async function boot() {
-  const t0 = performance.now();
+  const t0 = T0;
   report({ state: "booting" });
   const zipPromise = fetchBytes(CORE_ZIP);
   let core = null;
   let fromSnapshot = false;
-  const snapshot = await snapshots.get();
-  if (snapshot) {
+  let snapshotProblem = null;
+  if (localStorage.getItem(SNAPSHOT_FLAG) === BUILD_ID) {
+    const snapshot = snapshots.get().then((packed) => {
+      mark("snapshotRead");
+      if (!packed) throw new Error("the snapshot is missing from IndexedDB");
+      const bytes = unpackSnapshot(packed);
+      mark("snapshotUnpacked");
+      return bytes;
+    });
     try {
       core = await withTimeout(bootFromSnapshot(snapshot, zipPromise), BOOT_TIMEOUT_MS, "Pyodide (snapshot)");
       fromSnapshot = true;
     } catch (err) {
-      console.warn("snapshot restore failed; booting cold:", err);
+      snapshotProblem = String(err?.message || err);
+      localStorage.removeItem(SNAPSHOT_FLAG);
       await snapshots.drop();
     }
   }
@@ -134,6 +193,7 @@ async function boot() {
     core = await withTimeout(bootCold(zipPromise), BOOT_TIMEOUT_MS, "Pyodide");
   }
   const ping = JSON.parse(core.handle(JSON.stringify({ op: "ping", args: {} })));
+  mark("selfCheck");
   if (!ping.ok) throw new Error(`core self-check failed: ${ping.error.message}`);
   const ms = performance.now() - t0;
   const status = {
@@ -145,14 +205,19 @@ async function boot() {
     python: ping.result.python,
     rootguard: ping.result.rootguard,
     snapshot: fromSnapshot ? "restored" : core.snapshotError ? `not made: ${core.snapshotError}` : "pending",
+    snapshotProblem,
+    phases,
   };
   report(status);
   if (core.snapshot) {
     const bytes = core.snapshot;
     core.snapshot = null;
+    const packed = packSnapshot(bytes);
+    const stored = packed.chunks.reduce((n, c) => n + c.bytes.length, 0);
     snapshots
-      .put(bytes)
-      .then(() => report({ ...status, snapshot: `stored (${(bytes.length / 1e6).toFixed(1)} MB)` }))
+      .put(packed)
+      .then(() => localStorage.setItem(SNAPSHOT_FLAG, BUILD_ID))
+      .then(() => report({ ...status, snapshot: `stored (${(stored / 1e6).toFixed(1)} of ${(bytes.length / 1e6).toFixed(1)} MB)` }))
       .catch((err) => report({ ...status, snapshot: `not stored: ${err?.message || err}` }));
   }
   return core;

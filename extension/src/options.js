@@ -188,13 +188,13 @@ $("rg-reset").addEventListener("click", () => {
 
 // ------------------------------------------------------------------ history
 
-function renderHistory() {
+async function renderHistory() {
   const select = $("history-site");
   const chosen = select.value || state.sites[0]?.id;
   select.replaceChildren(...state.sites.map((s) => el("option", { value: s.id, selected: s.id === chosen }, `${s.name} (${state.history[s.id]?.length || 0})`)));
-  const entries = [...(state.history[chosen] || [])].reverse();
+  const { entries } = await send(Msg.GET_HISTORY, { siteId: chosen });
   $("history-table").tBodies[0].replaceChildren(
-    ...entries.map((h) =>
+    ...[...entries].reverse().map((h) =>
       el("tr", { "data-entry": h.id },
         el("td", {}, new Date(h.ts).toLocaleString()),
         el("td", { class: `status-${h.status}` }, h.status),
@@ -206,7 +206,7 @@ function renderHistory() {
   );
 }
 
-$("history-site").addEventListener("change", renderHistory);
+$("history-site").addEventListener("change", () => renderHistory().catch(showError));
 $("history-clear").addEventListener("click", () => act(() => send(Msg.CLEAR_HISTORY, { siteId: $("history-site").value })));
 $("history-clear-all").addEventListener("click", () => {
   if (confirm("Delete every saved original, on every site?")) act(() => send(Msg.CLEAR_HISTORY, { siteId: null }));
@@ -222,7 +222,7 @@ async function load() {
   renderSites();
   renderHeader();
   renderRootguard();
-  renderHistory();
+  await renderHistory();
   document.body.dataset.ready = "true";
 }
 

@@ -3,7 +3,9 @@
 // chrome.storage.local holds:
 //   settings          {schema, header, coreTimeoutMs, historyLimit, sites: {id: SiteSettings},
 //                      custom: {id: {origin, name}}}
-//   history:<siteId>  [{id, ts, status, original, sent, epsilon, mode, notice, ...}] newest last
+//   history:<siteId>  [{id, ts, status, epsilon, mode, length}] newest last (a small index)
+//   entry:<id>        {id, ts, siteId, status, original, sent, epsilon, mode, notice, receipt, ...}
+//                     (one key per send, so a send never rewrites the whole history)
 //   rootguard         {profile, trueValues, state, ledger: [...]}  (state: RootGuard's cache)
 // chrome.storage.session holds core status: {state, ms, fromSnapshot, error, at}.
 
@@ -88,6 +90,10 @@ export function patchSite(current, patch) {
 
 export function historyKey(siteId) {
   return `history:${siteId}`;
+}
+
+export function entryKey(id) {
+  return `entry:${id}`;
 }
 
 /** The header a site sends: its own, else the global one; null means py_core's default. */

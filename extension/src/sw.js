@@ -5,7 +5,7 @@
 // Listeners are registered at top level so a restarted worker receives them.
 
 import { Msg, PRIVILEGED, Target, envelopeError, fail, isExtensionPage, message, ok } from "./messages.js";
-import { effectiveHeader, historyKey, normalizeSettings, patchSite } from "./settings.js";
+import { effectiveHeader, entryKey, historyKey, normalizeSettings, patchSite } from "./settings.js";
 import { GENERIC_ADAPTER, SITES, customSiteId, originMatchPattern, parseCustomOrigin, siteForUrl } from "./sites.js";
 import { local, session, sleep, withLock } from "./chrome-api.js";
 
@@ -84,11 +84,20 @@ function updateSettings(mutate) {
 function appendHistory(siteId, entry, limit) {
   return withLock(STORAGE_LOCK, async () => {
     const key = historyKey(siteId);
-    const { [key]: list = [] } = await local.get(key);
-    list.push({ id: crypto.randomUUID(), ts: Date.now(), ...entry });
-    while (list.length > limit) list.shift();
-    await local.set({ [key]: list });
+    const { [key]: index = [] } = await local.get(key);
+    const full = { id: crypto.randomUUID(), ts: Date.now(), siteId, ...entry };
+    index.push({ id: full.id, ts: full.ts, status: full.status, epsilon: full.epsilon, mode: full.mode, length: full.original.length });
+    const dropped = index.length > limit ? index.splice(0, index.length - limit) : [];
+    await local.set({ [key]: index, [entryKey(full.id)]: full });
+    if (dropped.length) await local.remove(dropped.map((e) => entryKey(e.id)));
   });
+}
+
+async function readHistory(siteId) {
+  const key = historyKey(siteId);
+  const { [key]: index = [] } = await local.get(key);
+  const entries = await local.get(index.map((e) => entryKey(e.id)));
+  return index.map((e) => entries[entryKey(e.id)] || { ...e, original: "(missing)", sent: null });
 }
 
 /** The site id for a page URL: a built-in site, a custom origin, or null. */
@@ -376,8 +385,17 @@ async function handlePrivileged(type, data) {
     case Msg.CLEAR_HISTORY: {
       const settings = await loadSettings();
       const ids = data.siteId ? [data.siteId] : Object.keys(settings.sites);
-      await withLock(STORAGE_LOCK, () => local.remove(ids.map(historyKey)));
+      await withLock(STORAGE_LOCK, async () => {
+        const indexes = await local.get(ids.map(historyKey));
+        const entries = Object.values(indexes).flatMap((index) => index.map((e) => entryKey(e.id)));
+        await local.remove([...ids.map(historyKey), ...entries]);
+      });
       return { cleared: ids };
+    }
+    case Msg.GET_HISTORY: {
+      const settings = await loadSettings();
+      if (!settings.sites[data.siteId]) throw new Error(`unknown site ${JSON.stringify(data.siteId)}`);
+      return { siteId: data.siteId, entries: await readHistory(data.siteId) };
     }
     case Msg.ROOTGUARD_SAVE:
       return handleRootguardSave(data);

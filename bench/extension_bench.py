@@ -1,0 +1,336 @@
+"""Benchmark of the Chrome extension: latency Veil adds to a send, and start-up.
+
+Prints Markdown tables (and writes them with a PNG plot to ``--out``):
+
+* warm Enter -> sent latency on a chat page, with protection off (the baseline,
+  measured in the same run, interleaved) and on, at 2,000 and 20,000
+  characters; "added" is on minus off at p50 and at p95;
+* browser start -> core ready: from the moment Chromium is launched to the
+  moment the offscreen document reports the Python core ready, for the first
+  start of a fresh profile (no memory snapshot yet) and for later starts.
+
+Run from the repository root:
+
+    python bench/extension_bench.py --out docs/extension      # full (~5 min)
+    python bench/extension_bench.py --smoke                   # CI smoke (~1 min)
+
+Needs Chromium (/usr/bin/chromium), node and ``npm ci``; builds what it needs.
+The figures depend on the machine and on its load; they are measured, not
+asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from e2e.harness import EDITOR_SELECTOR, FIXTURES, Browser, build_all  # noqa: E402
+from e2e.recorder import FIXTURE_FOR_HOST, Recorder  # noqa: E402
+
+PHRASE = (
+    "the patient reported mild pain in the left knee after walking for about twenty minutes "
+    "and asked whether she should continue the current dose of ibuprofen or switch to "
+    "paracetamol before her appointment with the orthopaedic surgeon next week"
+)
+WORDS = PHRASE.split()
+
+
+def prose(n: int, seed: int) -> str:
+    """``n`` characters of English-like text (seeded: the benchmark is reproducible)."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    length = 0
+    while length < n:
+        word = rng.choice(WORDS)
+        if rng.random() < 0.08:
+            word += rng.choice(".,;")
+        out.append(word)
+        length += len(word) + 1
+    text = " ".join(out)[:n]
+    return text[:-1] + "." if text.endswith(" ") else text
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def set_enabled(browser: Browser, site_id: str, enabled: bool) -> None:
+    """Flip protection for a site in chrome.storage (what the popup does)."""
+    browser.evaluate(
+        """async ([siteId, enabled]) => {
+            const {settings} = await chrome.storage.local.get('settings');
+            const s = settings || {sites: {}};
+            s.sites = s.sites || {};
+            s.sites[siteId] = {...(s.sites[siteId] || {enabled: true, epsilon: 5, mode: 'text',
+                                failOpen: false, header: null}), enabled};
+            await chrome.storage.local.set({settings: s});
+        }""",
+        [site_id, enabled],
+    )
+
+
+def one_send(page: Any, host: str, text: str) -> float:
+    """Fill the editor, press Enter, return ms from the key press to the page's send."""
+    selector = EDITOR_SELECTOR[FIXTURE_FOR_HOST[host]]
+    page.click(selector)
+    page.keyboard.insert_text(text)
+    sends = page.evaluate("() => window.__sends || 0")
+    start = time.time() * 1000
+    page.keyboard.press("Enter")
+    page.wait_for_function("n => (window.__sends || 0) > n", arg=sends, timeout=60000, polling=5)
+    sent_at = float(page.evaluate("() => window.__lastSendAt"))
+    # Let the notice and any storage writes settle before the next send.
+    page.wait_for_timeout(50)
+    return sent_at - start
+
+
+def latency(
+    browser: Browser, hosts: list[str], sizes: list[int], iterations: int, warmup: int
+) -> list[dict[str, Any]]:
+    rows = []
+    site_ids = {"chatgpt.com": "chatgpt", "gemini.google.com": "gemini"}
+    for host in hosts:
+        page = browser.open_site(host)
+        for size in sizes:
+            samples: dict[bool, list[float]] = {False: [], True: []}
+            for i in range(warmup + iterations):
+                text = prose(size, seed=size * 1000 + i)
+                for enabled in (False, True):  # interleaved: the baseline sees the same load
+                    set_enabled(browser, site_ids[host], enabled)
+                    page.wait_for_timeout(30)
+                    ms = one_send(page, host, text)
+                    if i >= warmup:
+                        samples[enabled].append(ms)
+                browser.recorder.clear()
+            off, on = samples[False], samples[True]
+            rows.append(
+                {
+                    "host": host,
+                    "editor": FIXTURE_FOR_HOST[host],
+                    "chars": size,
+                    "n": len(on),
+                    "off_p50": percentile(off, 0.5),
+                    "off_p95": percentile(off, 0.95),
+                    "on_p50": percentile(on, 0.5),
+                    "on_p95": percentile(on, 0.95),
+                    "added_p50": percentile(on, 0.5) - percentile(off, 0.5),
+                    "added_p95": percentile(on, 0.95) - percentile(off, 0.95),
+                    "off": off,
+                    "on": on,
+                }
+            )
+            print(
+                f"  {host} {size} chars: off p50 {rows[-1]['off_p50']:.1f} ms, "
+                f"on p50 {rows[-1]['on_p50']:.1f} ms, p95 {rows[-1]['on_p95']:.1f} ms",
+                flush=True,
+            )
+        page.close()
+    return rows
+
+
+def launch_and_wait(
+    playwright: Any, extension: Path, profile: Path, recorder: Recorder
+) -> dict[str, Any]:
+    """Launch Chromium; return the start-up timeline in ms from the launch call."""
+    started = time.time() * 1000
+    browser = Browser(playwright, extension, profile, recorder)
+    sw_origin = float(browser.sw().evaluate("() => performance.timeOrigin"))
+    status = browser.wait_core(timeout=120)
+    if status.get("state") != "ready":
+        browser.close()
+        raise RuntimeError(f"the core did not start: {status}")
+    # Wait until a first start has stored its snapshot, so the next start can use it.
+    deadline = time.time() + 60
+    while not status.get("fromSnapshot") and not str(status.get("snapshot", "")).startswith(
+        ("stored", "not")
+    ):
+        if time.time() > deadline:
+            break
+        time.sleep(0.1)
+        status = browser.core_status()
+    browser.close()
+    return {
+        "fromSnapshot": bool(status.get("fromSnapshot")),
+        "service_worker": sw_origin - started,
+        "offscreen_document": float(status["documentStartedAt"]) - started,
+        "core_ready": float(status["readyAt"]) - started,
+        "boot_in_document": float(status["ms"]),
+        "phases": status.get("phases", {}),
+        "snapshot": status.get("snapshot"),
+    }
+
+
+def startup(
+    playwright: Any, extension: Path, recorder: Recorder, restarts: int
+) -> list[dict[str, Any]]:
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="veil-bench-") as tmp:
+        profile = Path(tmp) / "profile"
+        for i in range(restarts + 1):
+            run = launch_and_wait(playwright, extension, profile, recorder)
+            run["start"] = "first (fresh profile)" if i == 0 else f"restart {i}"
+            runs.append(run)
+            print(
+                f"  {run['start']}: core ready {run['core_ready']:.0f} ms after launch "
+                f"(offscreen document at {run['offscreen_document']:.0f} ms, "
+                f"boot {run['boot_in_document']:.0f} ms, snapshot: {run['snapshot']})",
+                flush=True,
+            )
+    return runs
+
+
+def markdown(lat: list[dict[str, Any]], starts: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    lines = [
+        "# Extension benchmark",
+        "",
+        f"Measured {meta['date']} on {meta['machine']}; command: `{meta['command']}`.",
+        "",
+        "## Warm Enter → sent latency",
+        "",
+        "From the key press (Playwright) to the page's own send handler running. *off*: Veil",
+        "loaded but protection off for the site (baseline, interleaved with *on*); *on*: k-RR",
+        "text mode, ε = 5, default header. *added* = on - off at the same percentile.",
+        "",
+        "| editor (site) | chars | n | off p50 ms | off p95 ms | on p50 ms | on p95 ms "
+        "| added p50 ms | added p95 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in lat:
+        lines.append(
+            f"| {r['editor']} ({r['host']}) | {r['chars']:,} | {r['n']} | {r['off_p50']:.1f} "
+            f"| {r['off_p95']:.1f} | {r['on_p50']:.1f} | {r['on_p95']:.1f} "
+            f"| **{r['added_p50']:.1f}** | **{r['added_p95']:.1f}** |"
+        )
+    lines += [
+        "",
+        "## Browser start → core ready",
+        "",
+        "Milliseconds from the launch of Chromium. The first start of a fresh profile boots",
+        "Pyodide cold and stores a memory snapshot in IndexedDB; later starts restore it.",
+        "",
+        "| start | service worker | offscreen document | core ready | boot inside the document "
+        "| snapshot phases (ms in document) |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for s in starts:
+        phases = ", ".join(f"{k} {v}" for k, v in s["phases"].items())
+        lines.append(
+            f"| {s['start']} | {s['service_worker']:.0f} | {s['offscreen_document']:.0f} "
+            f"| **{s['core_ready']:.0f}** | {s['boot_in_document']:.0f} | {phases} |"
+        )
+    warm = [s["core_ready"] for s in starts[1:]]
+    if warm:
+        lines += [
+            "",
+            f"Later starts: core ready median **{statistics.median(warm):.0f} ms** after launch "
+            f"(min {min(warm):.0f}, max {max(warm):.0f}); boot inside the offscreen document "
+            f"median {statistics.median(s['boot_in_document'] for s in starts[1:]):.0f} ms.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def plot(lat: list[dict[str, Any]], starts: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    labels, data = [], []
+    for r in lat:
+        for key in ("off", "on"):
+            labels.append(f"{r['editor']}\n{r['chars']:,} {key}")
+            data.append(r[key])
+    ax1.boxplot(data, whis=(5, 95), showfliers=False)
+    ax1.set_xticks(range(1, len(labels) + 1), labels, fontsize=7)
+    ax1.set_ylabel("Enter → sent (ms)")
+    ax1.set_title("Send latency, protection off vs on (whiskers p5-p95)")
+    names = [s["start"].replace(" (fresh profile)", "\n(fresh)") for s in starts]
+    sw = [s["service_worker"] for s in starts]
+    doc = [s["offscreen_document"] - s["service_worker"] for s in starts]
+    boot = [s["core_ready"] - s["offscreen_document"] for s in starts]
+    ax2.bar(names, sw, label="launch → service worker")
+    ax2.bar(names, doc, bottom=sw, label="→ offscreen document")
+    ax2.bar(names, boot, bottom=[a + b for a, b in zip(sw, doc, strict=True)], label="→ core ready")
+    ax2.axhline(1000, color="k", ls="--", lw=1, label="1 s target")
+    ax2.set_ylabel("ms after browser launch")
+    ax2.set_title("Browser start → core ready")
+    ax2.legend(fontsize=8)
+    ax2.tick_params(axis="x", labelsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--smoke", action="store_true", help="a quick run for CI (small counts)")
+    parser.add_argument("--out", type=Path, default=None, help="write benchmark.md/.json/.png here")
+    parser.add_argument("--iterations", type=int, default=30)
+    parser.add_argument("--restarts", type=int, default=5)
+    parser.add_argument("--sizes", default="2000,20000")
+    parser.add_argument("--hosts", default="chatgpt.com,gemini.google.com")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.iterations, args.restarts, args.sizes, args.hosts = 3, 1, "2000", "chatgpt.com"
+    sizes = [int(s) for s in args.sizes.split(",")]
+    hosts = args.hosts.split(",")
+
+    from playwright.sync_api import sync_playwright
+
+    build_all()
+    recorder = Recorder(FIXTURES).start()
+    extension = ROOT / "build" / "extension"
+    try:
+        with sync_playwright() as playwright:
+            print("browser start -> core ready:", flush=True)
+            starts = startup(playwright, extension, recorder, args.restarts)
+            print("warm Enter -> sent latency:", flush=True)
+            with tempfile.TemporaryDirectory(prefix="veil-bench-") as tmp:
+                browser = Browser(playwright, extension, Path(tmp) / "profile", recorder)
+                try:
+                    browser.wait_core(timeout=120)
+                    lat = latency(browser, hosts, sizes, args.iterations, warmup=3)
+                finally:
+                    browser.close()
+    finally:
+        recorder.stop()
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": "this machine (2 CPU cores, shared), headless Chromium "
+        + "with the extension loaded unpacked",
+        "command": "python bench/extension_bench.py" + (" --smoke" if args.smoke else ""),
+    }
+    report = markdown(lat, starts, meta)
+    print()
+    print(report)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "benchmark.md").write_text(report)
+        raw = {"latency": lat, "startup": starts, "meta": meta}
+        (args.out / "benchmark.json").write_text(json.dumps(raw, indent=1))
+        plot(lat, starts, args.out / "benchmark.png")
+        print(f"wrote {args.out}/benchmark.md, benchmark.json, benchmark.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

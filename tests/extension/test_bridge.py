@@ -1,0 +1,139 @@
+"""The extension's JSON bridge to py_core, run in CPython (the same file Pyodide runs)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "extension" / "python"))
+
+import veil_bridge
+
+from py_core import krr
+from py_core.rootguard import api
+from py_core.sanitize import DEFAULT_HEADER
+
+TRUE = {"age": 52, "weight_kg": 81, "height_cm": 175}
+TEXT = "I am 52 years old and weigh 81 kg; my height is 175 cm."
+
+
+def call(op: str, **args: Any) -> dict[str, Any]:
+    reply = json.loads(veil_bridge.handle(json.dumps({"op": op, "args": args})))
+    assert set(reply) in ({"ok", "result"}, {"ok", "error"})
+    return dict(reply)
+
+
+def rootguard_args() -> dict[str, Any]:
+    profile = copy.deepcopy(api.DEFAULT_PROFILE)
+    state = api.init_state(profile, TRUE)
+    return {"profile": profile, "trueValues": TRUE, "state": state}
+
+
+def test_text_mode_returns_header_and_perturbed_text() -> None:
+    """Text mode: default header + a same-length perturbation, with the implemented ε."""
+    reply = call("sanitize", text="hello private world", epsilon=5, mode="text", header=None)
+    assert reply["ok"]
+    result = reply["result"]
+    assert result["text"] == DEFAULT_HEADER + result["perturbed"]
+    assert len(result["perturbed"]) == len("hello private world")
+    assert result["receipt"]["epsilon_per_char"] == krr.implemented_epsilon(5)
+    assert "words" not in result["receipt"]  # the send path omits the per-word list
+
+
+@pytest.mark.parametrize(("header", "prefix"), [("", ""), ("Fix typos:\n", "Fix typos:\n")])
+def test_header_choice_is_respected(header: str, prefix: str) -> None:
+    """An empty header sends none; a custom header is sent as given."""
+    result = call("sanitize", text="abc def", epsilon=3, mode="text", header=header)["result"]
+    assert result["text"] == prefix + result["perturbed"]
+
+
+def test_preview_includes_word_survival() -> None:
+    """The preview carries per-word survival probabilities p^L."""
+    result = call("preview", text="abc defghi", epsilon=4, mode="text", header="")["result"]
+    p = krr.implementation(4).keep_probability
+    words = result["receipt"]["words"]
+    assert [w["length"] for w in words] == [3, 6]
+    assert words[1]["survival_probability"] == pytest.approx(p**6)
+
+
+def test_numbers_mode_uses_the_cached_values_and_draws_nothing() -> None:
+    """Numbers mode returns RootGuard's replacement text and the same state."""
+    rg = rootguard_args()
+    expected = api.protect_text(TEXT, rg["profile"], TRUE, rg["state"])
+    result = call("sanitize", text=TEXT, epsilon=5, mode="numbers", rootguard=rg)["result"]
+    assert result["text"] == expected["text"]
+    assert result["receipt"] is None
+    assert result["rootguardState"] == rg["state"]
+    assert {r["name"] for r in result["replacements"]} == set(TRUE)
+
+
+def test_both_mode_leaves_noisy_values_untouched() -> None:
+    """Both: RootGuard's replacements pass k-RR unchanged, everything else is perturbed."""
+    rg = rootguard_args()
+    result = call("sanitize", text=TEXT, epsilon=0.5, mode="both", rootguard=rg, header="")[
+        "result"
+    ]
+    for r in result["replacements"]:
+        assert result["perturbed"][r["start"] : r["end"]] == r["replacement"]
+    assert result["receipt"]["chars_protected"] == sum(
+        len(r["replacement"]) for r in result["replacements"]
+    )
+
+
+@pytest.mark.parametrize("mode", ["numbers", "both"])
+def test_numbers_mode_without_set_up_is_refused(mode: str) -> None:
+    """Without a RootGuard state the bridge refuses (the extension then blocks the send)."""
+    reply = call("sanitize", text=TEXT, epsilon=5, mode=mode, rootguard=None)
+    assert not reply["ok"]
+    assert reply["error"]["code"] == "rootguard-not-set-up"
+    assert "options page" in reply["error"]["message"]
+
+
+def test_explain_matches_krr() -> None:
+    """What the popup shows comes from the implemented mechanism."""
+    result = call("explain", epsilon=5)["result"]
+    impl = krr.implementation(5)
+    assert result["keepProbability"] == impl.keep_probability
+    assert result["changedShare"] == pytest.approx(1 - impl.keep_probability)
+    assert result["nameIntact6"] == pytest.approx(impl.keep_probability**6)
+    assert result["epsilonPerChar"] == impl.epsilon
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "code"),
+    [
+        ("nope", {}, "unknown-op"),
+        ("sanitize", {"text": 3, "epsilon": 1}, "bad-request"),
+        ("sanitize", {"text": "a", "epsilon": 1, "mode": "emoji"}, "bad-request"),
+        ("sanitize", {"text": "a", "epsilon": -1}, "InvalidParameterError"),
+        ("explain", {"epsilon": "x"}, "InvalidParameterError"),
+        ("rootguard_init", {"profile": {"values": {}}, "trueValues": {}}, "invalid-profile"),
+    ],
+)
+def test_errors_come_back_in_the_envelope(op: str, args: dict[str, Any], code: str) -> None:
+    """Bad requests answer {ok: false, error: {code, message}}; handle() never raises."""
+    reply = call(op, **args)
+    assert reply == {"ok": False, "error": {"code": code, "message": reply["error"]["message"]}}
+    assert reply["error"]["message"]
+
+
+def test_malformed_json_is_an_error_not_an_exception() -> None:
+    """Even a broken request string gets an answer."""
+    reply = json.loads(veil_bridge.handle("{not json"))
+    assert reply["ok"] is False and reply["error"]["code"] == "internal"
+
+
+def test_rootguard_init_view_and_reset() -> None:
+    """init draws once; view shows the same values; reset re-draws and adds a ledger entry."""
+    profile = copy.deepcopy(api.DEFAULT_PROFILE)
+    init = call("rootguard_init", profile=profile, trueValues=TRUE)["result"]
+    view = call("rootguard_view", profile=profile, state=init["state"])["result"]
+    assert view["noisy"] == init["noisy"]
+    assert len(view["ledger"]) == 1
+    reset = call("rootguard_reset", profile=profile, trueValues=TRUE, state=init["state"])
+    assert len(reset["result"]["ledger"]) == 2
