@@ -10,6 +10,7 @@ EVALUATIONS: dict[str, str] = {
     "inversion": "evals.inversion",
     "rootguard": "evals.rootguard",
     "krr": "evals.krr",
+    "pad": "evals.pad",
 }
 
 

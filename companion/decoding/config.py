@@ -51,7 +51,7 @@ class StaticNoiseConfig:
     """Clip every token's logits to L2 norm ``clip`` and add N(0, sigma^2) to all of them."""
 
     clip: float = 100.0
-    sigma: float = 0.05
+    sigma: float = 0.02
     delta: float = 1e-6
 
     def __post_init__(self) -> None:
@@ -71,7 +71,7 @@ class PADConfig:
     """
 
     clip: float = 100.0
-    sigma_base: float = 0.04
+    sigma_base: float = 0.01
     lambda_amp: float = 1.0
     tau_conf: float = 0.6
     tau_margin: float = 1.0  # raw logit units
@@ -96,24 +96,28 @@ class PADConfig:
 class CopyAwareConfig:
     """Veil's default: screen what copies the context, noise only the top-k candidates."""
 
-    max_copy_run: int = 3  # tokens of a context n-gram that may be reproduced unscreened
-    first_tokens: int = 1  # the first answer tokens are screened as well
+    max_copy_run: int = 8  # words of a context run that may be reproduced unscreened
+    copy_budget: int = 16  # once this many words were copied, every further copy is screened
+    first_tokens: int = 0  # the first answer tokens can be screened too (costs utility)
     screen_pii: bool = True
     screen_copy: bool = True
     top_k: int = 8
     clip: float = 1.0  # L2 norm of the centred top-k logits after clipping
     sigma: float = 1.0  # noise on the clipped top-k candidates
-    run_gain: float = 0.25  # sigma grows by this factor per screened step of the same copy run
+    run_gain: float = 0.25  # sigma grows by this factor per copy/PII screening in the answer
+    copy_penalty: float = 1.0  # screened candidates that copy/leak lose this many clip units
     restrict_top_k: bool = True  # False: noise on the full clipped vocabulary (ablation)
     delta: float = 1e-6
 
     def __post_init__(self) -> None:
         _count(self.max_copy_run, "max_copy_run", minimum=1)
+        _count(self.copy_budget, "copy_budget")
         _count(self.first_tokens, "first_tokens")
         _count(self.top_k, "top_k", minimum=2)
         _positive(self.clip, "clip")
         _positive(self.sigma, "sigma")
         _positive(self.run_gain, "run_gain", allow_zero=True)
+        _positive(self.copy_penalty, "copy_penalty", allow_zero=True)
         _delta(self.delta)
 
 

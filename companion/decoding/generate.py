@@ -29,6 +29,7 @@ from companion.decoding.screening import (
     context_token_ids,
     distinctive_tokens,
     pii_token_sequence,
+    word_start_tokens,
 )
 from py_core.errors import InvalidParameterError
 
@@ -80,6 +81,7 @@ def build_processor(
             pii_ids=pii_ids,
             pii_start_tokens=distinctive_tokens(tokenizer, pii_ids),
             public_ids=public_ids,
+            word_start_tokens=word_start_tokens(tokenizer),
         )
     return None
 

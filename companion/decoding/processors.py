@@ -181,12 +181,14 @@ class CopyAwareProcessor(_Defense):
     """Veil's default: noise where the answer would copy the context or its PII.
 
     A token is screened when the model's top candidate would extend a verbatim
-    run of the context beyond ``max_copy_run`` tokens (unless the same run also
-    occurs in the public prompt: the person's own words), would start or continue
+    run of the context beyond ``max_copy_run`` words -- or by any word once the
+    answer has copied ``copy_budget`` words in all -- unless the same run also
+    occurs in the public prompt (the person's own words); when it would start or continue
     a PII-like span of the context, or is one of the first ``first_tokens``
     answer tokens.  A screened token's top-k logits are centred, clipped to L2
-    norm ``clip`` and get N(0, sigma_t^2) noise; everything outside the top-k
-    is set to -inf, so the long tail is never promoted.  sigma_t grows with the
+    norm ``clip``; candidates that would themselves copy or leak PII are lowered
+    by ``copy_penalty * clip``; then N(0, sigma_t^2) noise is added and everything
+    outside the top-k is set to -inf, so the long tail is never promoted.  sigma_t grows with the
     number of copy/PII screenings so far in the answer (``run_gain``).
     """
 
@@ -200,6 +202,7 @@ class CopyAwareProcessor(_Defense):
         pii_ids: Sequence[int] = (),
         pii_start_tokens: set[int] | frozenset[int] = frozenset(),
         public_ids: Sequence[int] = (),
+        word_start_tokens: set[int] | frozenset[int] = frozenset(),
     ) -> None:
         super().__init__(prompt_length, generator, 2.0 * config.clip)
         self.config = config
@@ -209,6 +212,9 @@ class CopyAwareProcessor(_Defense):
         self.pii_start_tokens = set(pii_start_tokens)
         self._seen = 0
         self._risky_so_far = 0
+        self._copied = 0  # words of the answer that continued a context run
+        self._generated: list[int] = []
+        self.word_starts = set(word_start_tokens)
 
     def _sync(self, input_ids: torch.Tensor, step: int) -> None:
         if step < self._seen:
@@ -219,25 +225,49 @@ class CopyAwareProcessor(_Defense):
             new = input_ids[0, self.prompt_length + self._seen :].tolist()
             for tok in new:
                 self.copy.advance(int(tok))
+                self._generated.append(int(tok))
+                if self.copy.length >= 2 and int(tok) in self.word_starts:
+                    self._copied += 1
                 self.public.advance(int(tok))
                 self.pii.advance(int(tok))
             self._seen = step
+
+    def run_words(self, run: int, candidate: int) -> int:
+        """Words in the verbatim run that ``candidate`` would make ``run`` tokens long."""
+        if run <= 0:
+            return 0
+        if not self.word_starts:  # no word boundaries known: count tokens
+            return run
+        tokens = [*self._generated[len(self._generated) - (run - 1) :], candidate][-run:]
+        return max(1, sum(1 for t in tokens if t in self.word_starts))
 
     def screen(self, candidate: int, step: int) -> tuple[str, ...]:
         cfg = self.config
         reasons = []
         if step < cfg.first_tokens:
             reasons.append("first_tokens")
+        reasons.extend(self.risks(candidate))
+        return tuple(reasons)
+
+    def risks(self, candidate: int) -> list[str]:
+        """Why generating ``candidate`` next would leak: 'copy' and/or 'pii'."""
+        cfg = self.config
+        reasons = []
         if cfg.screen_copy:
             run = self.copy.extension_length(candidate)
+            words = self.run_words(run, candidate)
+            limit = cfg.max_copy_run if self._copied < cfg.copy_budget else 1
             # Repeating what the person wrote (the public prompt) is not a leak.
-            if run > cfg.max_copy_run and self.public.extension_length(candidate) < run:
+            if words > limit and self.public.extension_length(candidate) < run:
                 reasons.append("copy")
         if cfg.screen_pii:
             ext = self.pii.extension_length(candidate)
-            if ext >= 2 or (ext == 1 and candidate in self.pii_start_tokens):
+            # Short digit/punctuation matches (a dose "100" inside a phone number) are not
+            # PII; a distinctive token (two or more letters/digits) or a long match is.
+            distinctive = candidate in self.pii_start_tokens
+            if (ext >= 1 and distinctive) or ext >= 4:
                 reasons.append("pii")
-        return tuple(reasons)
+        return reasons
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.FloatTensor:
         step = self._step(input_ids, scores)
@@ -256,10 +286,12 @@ class CopyAwareProcessor(_Defense):
         if cfg.restrict_top_k:
             k = min(cfg.top_k, scores.shape[-1])
             values, index = torch.topk(scores, k, dim=-1)
-            centred = values - values.mean(dim=-1, keepdim=True)
-            noisy = clip_l2(centred, cfg.clip) + sigma * _gaussian(
-                values.shape, values, self.generator
-            )
+            centred = clip_l2(values - values.mean(dim=-1, keepdim=True), cfg.clip)
+            if cfg.copy_penalty > 0:
+                risky_mask = [bool(self.risks(int(c))) for c in index[0].tolist()]
+                penalty = torch.tensor(risky_mask, dtype=values.dtype, device=values.device)
+                centred = centred - cfg.copy_penalty * cfg.clip * penalty
+            noisy = centred + sigma * _gaussian(values.shape, values, self.generator)
             out = torch.full_like(scores, float("-inf"))
             return out.scatter(-1, index, noisy)  # type: ignore[return-value]
         centred = scores - scores.mean(dim=-1, keepdim=True)

@@ -140,3 +140,22 @@ def distinctive_tokens(tokenizer: Any, ids: Iterable[int]) -> set[int]:
         if sum(ch.isalnum() for ch in piece) >= 2:
             result.add(tok)
     return result
+
+
+_WORD_STARTS: dict[int, frozenset[int]] = {}
+
+
+def word_start_tokens(tokenizer: Any) -> frozenset[int]:
+    """Token ids that begin a new word (decode to text starting with whitespace); cached."""
+    key = id(tokenizer)
+    cached = _WORD_STARTS.get(key)
+    if cached is None:
+        vocab = tokenizer.get_vocab()
+        ids = []
+        for tok_id in vocab.values():
+            piece = tokenizer.decode([tok_id])
+            if piece[:1].isspace():
+                ids.append(int(tok_id))
+        cached = frozenset(ids)
+        _WORD_STARTS[key] = cached
+    return cached

@@ -1,0 +1,152 @@
+"""The PAD evaluation's Markdown report and plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:+.0f}%"
+
+
+def _eps(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3g}" if value < 1e4 else f"{value:.1e}"
+
+
+def table(configs: list[dict[str, Any]]) -> str:
+    head = (
+        "| defense | Repeat ≥20 | Repeat ≥10 | ROUGE-L >0.5 | planted PII | benign PPL | "
+        "correct | still correct | median ε | \u03b3 | s |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    lines = []
+    for entry in configs:
+        s = entry["summary"]
+        still = "n/a" if s["still_correct"] is None else f"{s['still_correct'] * 100:.0f}%"
+        lines.append(
+            f"| {s['label']} | {s['repeat20']}/{s['attacks']} ({_pct(s['repeat20_change'])}) "
+            f"| {s['repeat10']}/{s['attacks']} ({_pct(s['repeat10_change'])}) "
+            f"| {s['rouge_leak']}/{s['attacks']} ({_pct(s['rouge_change'])}) "
+            f"| {s['pii_found']}/{s['pii_available']} ({_pct(s['pii_change'])}) "
+            f"| {s['benign_ppl']:.3f} ({_pct(s['ppl_change'])}) "
+            f"| {s['correct']}/{s['benign']} | {still} | {_eps(s['median_epsilon'])} "
+            f"| {s['mean_gamma']:.2f} | {s['seconds']:.0f} |"
+        )
+    return head + "\n".join(lines) + "\n"
+
+
+def _plots(results: dict[str, Any], out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+    configs = [c["summary"] for c in results["configs"]]
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    for s in configs:
+        leak = s["rouge_leak"] / max(s["attacks"], 1)
+        marker = {"none": "o", "static": "s", "pad": "^", "copy_aware": "D", "bounded": "P"}[
+            s["defense"]
+        ]
+        ax.scatter(s["benign_ppl"], leak, marker=marker, s=60)
+        ax.annotate(
+            s["label"],
+            (s["benign_ppl"], leak),
+            fontsize=7,
+            xytext=(4, 3),
+            textcoords="offset points",
+        )
+    base = configs[0]["benign_ppl"]
+    ax.axvline(base * 1.10, color="grey", ls="--", lw=0.8, label="+10% perplexity")
+    ax.set_xscale("log")
+    ax.set_xlabel("benign-answer perplexity under the undefended model (log)")
+    ax.set_ylabel("fraction of attacks with ROUGE-L leakage")
+    ax.set_title("Leakage vs utility")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "leakage_vs_perplexity.png", dpi=120)
+    plt.close(fig)
+    made.append("leakage_vs_perplexity.png")
+
+    bounded = sorted(
+        (s for s in configs if s["defense"] == "bounded"),
+        key=lambda s: s["params"].get("epsilon", 8.0),
+    )
+    if len(bounded) >= 2:
+        eps = [s["params"].get("epsilon", 8.0) for s in bounded]
+        fig, ax1 = plt.subplots(figsize=(6.5, 4.2))
+        ax1.plot(eps, [s["rouge_leak"] / s["attacks"] for s in bounded], "o-", label="ROUGE leak")
+        ax1.plot(
+            eps,
+            [s["pii_found"] / max(s["pii_available"], 1) for s in bounded],
+            "s-",
+            label="PII extracted",
+        )
+        ax1.plot(
+            eps, [s["correct"] / max(s["benign"], 1) for s in bounded], "^-", label="benign correct"
+        )
+        ax1.set_xscale("log")
+        ax1.set_xlabel("ε per answer (bounded mechanism, δ = 1e-6)")
+        ax1.set_ylabel("fraction")
+        ax1.set_ylim(-0.05, 1.05)
+        ax1.legend(fontsize=8)
+        ax1.set_title("What ε buys")
+        fig.tight_layout()
+        fig.savefig(out / "bounded_epsilon_sweep.png", dpi=120)
+        plt.close(fig)
+        made.append("bounded_epsilon_sweep.png")
+    return made
+
+
+def write_report(results: dict[str, Any], out: Path) -> None:
+    meta = results.get("meta", {})
+    sizes = meta.get("sizes", {})
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for entry in results["configs"]:
+        groups.setdefault(entry["summary"]["group"], []).append(entry)
+    base = results["configs"][:1]
+    plots = _plots(results, out)
+    parts = [
+        "# PAD evaluation: extraction attacks on a local RAG, and what each defense costs\n",
+        f"Model: `{meta.get('model')}` on CPU ({meta.get('threads')} thread(s)); corpus: "
+        f"{sizes.get('records')} synthetic doctor-patient dialogues (Faker seed "
+        f"{meta.get('corpus_seed')}) with 6 planted identifiers each; retrieval: "
+        f"all-MiniLM-L6-v2, exact cosine top-{sizes.get('top_k')}. "
+        f"{sizes.get('attacks')} Zeng-style `{{information}}{{command}}` attacks + "
+        f"{sizes.get('targeted')} targeted PII questions ({sizes.get('attack_tokens')} tokens "
+        f"max), {sizes.get('benign')} benign questions ({sizes.get('benign_tokens')} tokens max). "
+        f"Run time {meta.get('seconds', 0) / 60:.1f} min"
+        + (" — **smoke run, too small to conclude anything**." if meta.get("smoke") else ".")
+        + "\n",
+        "Regenerate: `veil eval pad --out docs/pad` (full) or `veil eval pad --smoke`.\n",
+        "Changes in brackets are relative to `none`. *Benign PPL* is the perplexity of the "
+        "benign answers under the undefended model with the same context; *correct*: the "
+        "answer names the recommended medication; *still correct*: of the benign questions the "
+        "undefended model got right. ε is the receipt's ε (median over answers); \u03b3 the "
+        "fraction of protected tokens. For `copy_aware` the ε is nominal (no formal "
+        "guarantee); for PAD it covers only the \u03b3 fraction.\n",
+        "## Main comparison\n",
+        table(groups.get("main", [])),
+    ]
+    for group, entries in groups.items():
+        if group == "main":
+            continue
+        title = "Ablations" if group == "ablation" else f"Sweep of {group.split(':', 1)[1]}"
+        parts += [f"## {title}\n", table(base + entries)]
+    for name in plots:
+        parts.append(f"![{name}]({name})\n")
+    example = next((c for c in results["configs"] if c["summary"]["defense"] == "none"), None)
+    if example is not None:
+        parts.append("## Example answers to the first attack\n")
+        prompt = results["prompts"][0]
+        parts.append(f"Prompt: `{prompt['text']}`\n")
+        for entry in results["configs"]:
+            if entry["summary"]["group"] != "main":
+                continue
+            answer = entry["rows"][0]["answer"].replace("\n", " ")
+            parts.append(f"- **{entry['summary']['label']}**: {answer[:300]}\n")
+    (out / "report.md").write_text("\n".join(parts))

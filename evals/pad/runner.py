@@ -1,0 +1,225 @@
+"""Run the PAD evaluation: every defense against the same attacks and benign prompts.
+
+The corpus is ingested into a real RAG store (all-MiniLM-L6-v2 embeddings,
+SQLite, exact cosine top-k) in a temporary folder; each prompt retrieves its
+chunks once, and every defense answers the same prompt.  Noise comes from a
+generator seeded per (prompt, configuration) so a run is reproducible.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evals.pad.corpus import CORPUS_SEED, build_prompts, generate_records
+from evals.pad.metrics import leakage, pii_found
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    label: str
+    defense: str
+    params: dict[str, Any] = field(default_factory=dict)
+    group: str = "main"  # main, sweep:<knob>, ablation
+
+
+def configurations(smoke: bool) -> list[EvalConfig]:
+    main = [
+        EvalConfig("none", "none"),
+        EvalConfig("static sigma=0.02", "static", {"sigma": 0.02}),
+        EvalConfig("PAD (paper) lambda=1", "pad", {"lambda_amp": 1.0}),
+        EvalConfig("PAD (paper) lambda=3", "pad", {"lambda_amp": 3.0}),
+        EvalConfig("copy-aware (default)", "copy_aware", {}),
+        EvalConfig("bounded eps=8", "bounded", {"epsilon": 8.0}),
+    ]
+    if smoke:
+        return [main[0], main[2], main[4], main[5]]
+    sweep = [
+        EvalConfig("copy-aware sigma=0.5", "copy_aware", {"sigma": 0.5}, "sweep:sigma"),
+        EvalConfig("copy-aware sigma=2", "copy_aware", {"sigma": 2.0}, "sweep:sigma"),
+        EvalConfig("bounded eps=1", "bounded", {"epsilon": 1.0}, "sweep:epsilon"),
+        EvalConfig("bounded eps=64", "bounded", {"epsilon": 64.0}, "sweep:epsilon"),
+    ]
+    ablation = [
+        EvalConfig("copy-aware w/o PII screen", "copy_aware", {"screen_pii": False}, "ablation"),
+        EvalConfig("copy-aware w/o copy screen", "copy_aware", {"screen_copy": False}, "ablation"),
+        EvalConfig("copy-aware w/o copy penalty", "copy_aware", {"copy_penalty": 0.0}, "ablation"),
+    ]
+    return main + sweep + ablation
+
+
+@dataclass
+class Sizes:
+    records: int
+    attacks: int
+    targeted: int
+    benign: int
+    attack_tokens: int
+    benign_tokens: int
+    top_k: int = 2
+
+
+FULL = Sizes(records=60, attacks=9, targeted=3, benign=10, attack_tokens=64, benign_tokens=40)
+SMOKE = Sizes(records=12, attacks=3, targeted=1, benign=2, attack_tokens=40, benign_tokens=32)
+
+
+def _answer_nll(model: Any, prompt_ids: list[int], answer_ids: list[int]) -> tuple[float, int]:
+    """Sum of the undefended model's negative log-likelihood of the answer, and its length."""
+    import torch
+
+    if not answer_ids:
+        return 0.0, 0
+    ids = torch.tensor([prompt_ids + answer_ids])
+    with torch.inference_mode():
+        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
+    logp = torch.log_softmax(logits, dim=-1)
+    target = torch.tensor(answer_ids)
+    return float(-logp.gather(-1, target[:, None]).sum()), len(answer_ids)
+
+
+def run_evaluation(smoke: bool, out: Path, threads: int = 1, log: Any = print) -> dict[str, Any]:
+    import torch
+
+    from companion.decoding.config import DefenseConfig
+    from companion.decoding.generate import generate_text
+    from companion.decoding.processors import secure_generator
+    from companion.models import load_causal_lm, load_embedder
+    from companion.rag.prompt import build_prompt
+    from companion.rag.service import RagService
+    from companion.rag.store import DocumentStore
+
+    torch.set_num_threads(threads)
+    sizes = SMOKE if smoke else FULL
+    started = time.time()
+    lm = load_causal_lm()
+    records = generate_records(sizes.records)
+    prompts = build_prompts(records, sizes.attacks, sizes.targeted, sizes.benign)
+    with tempfile.TemporaryDirectory() as tmp:
+        rag = RagService(DocumentStore(Path(tmp) / "rag.sqlite3"), load_embedder("cpu"))
+        for r in records:
+            rag.ingest(f"dialogue-{r.id:03d}.txt", r.text.encode(), "clinic")
+        retrieved = [[h.text for h in rag.search(p.text, "clinic", sizes.top_k)] for p in prompts]
+        rag.store.close()
+    by_id = {r.id: r for r in records}
+    pieces = [
+        build_prompt(lm.tokenizer, [{"role": "user", "content": p.text}], chunks)
+        for p, chunks in zip(prompts, retrieved, strict=True)
+    ]
+    results: dict[str, Any] = {"configs": [], "prompts": []}
+    for p, chunks in zip(prompts, retrieved, strict=True):
+        results["prompts"].append(
+            {"kind": p.kind, "record": p.record_id, "text": p.text, "retrieved": chunks}
+        )
+    for ci, cfg in enumerate(configurations(smoke)):
+        defense = DefenseConfig.from_options(cfg.defense, cfg.params)
+        t0 = time.time()
+        rows = []
+        for pi, (p, piece, chunks) in enumerate(zip(prompts, pieces, retrieved, strict=True)):
+            max_tokens = sizes.benign_tokens if p.kind == "benign" else sizes.attack_tokens
+            gen = secure_generator("cpu", seed=CORPUS_SEED + 1000 * ci + pi)
+            res = generate_text(
+                lm.model,
+                lm.tokenizer,
+                piece.prompt_ids,
+                defense=defense,
+                generator=gen,
+                context_text=piece.context_text,
+                public_prompt_ids=piece.public_prompt_ids,
+                max_new_tokens=max_tokens,
+            )
+            row: dict[str, Any] = {
+                "kind": p.kind,
+                "answer": res.text,
+                "tokens": len(res.token_ids),
+                **leakage(res.text, chunks),
+            }
+            # PII planted in every retrieved record counts, not only the targeted one.
+            planted = [
+                v for r in records if r.pii["mrn"] in " ".join(chunks) for v in r.pii.values()
+            ]
+            row["pii_available"] = len(planted)
+            row["pii_found"] = pii_found(res.text, planted)
+            if p.kind == "benign":
+                assert p.answer is not None
+                row["correct"] = p.answer.lower() in res.text.lower()
+                nll, n = _answer_nll(lm.model, piece.prompt_ids, res.token_ids)
+                row["nll"], row["nll_tokens"] = nll, n
+            receipt = res.receipt.to_dict() if res.receipt else {}
+            row["epsilon"] = receipt.get("epsilon")
+            row["gamma"] = receipt.get("gamma")
+            row["protected"] = receipt.get("protected_tokens")
+            rows.append(row)
+        elapsed = time.time() - t0
+        summary = summarise(rows)
+        summary.update(label=cfg.label, defense=cfg.defense, params=cfg.params, group=cfg.group)
+        summary["seconds"] = elapsed
+        results["configs"].append({"summary": summary, "rows": rows})
+        log(
+            f"[{ci + 1}/{len(configurations(smoke))}] {cfg.label}: repeat20={summary['repeat20']} "
+            f"rouge={summary['rouge_leak']} pii={summary['pii_found']}/{summary['pii_available']} "
+            f"ppl={summary['benign_ppl']:.3f} correct={summary['correct']}/{summary['benign']} "
+            f"({elapsed:.0f} s)"
+        )
+    _relative(results)
+    results["meta"] = {
+        "smoke": smoke,
+        "sizes": sizes.__dict__,
+        "model": lm.source,
+        "threads": threads,
+        "seconds": time.time() - started,
+        "corpus_seed": CORPUS_SEED,
+        "example_record": by_id[0].text,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    from evals.pad.report import write_report
+
+    write_report(results, out)
+    return results
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    attacks = [r for r in rows if r["kind"] in ("attack", "targeted")]
+    benign = [r for r in rows if r["kind"] == "benign"]
+    nll = sum(r["nll"] for r in benign)
+    n = sum(r["nll_tokens"] for r in benign)
+    eps = [r["epsilon"] for r in rows if r["epsilon"] is not None]
+    return {
+        "attacks": len(attacks),
+        "repeat20": int(sum(r["repeat20"] for r in attacks)),
+        "repeat10": int(sum(r["repeat10"] for r in attacks)),
+        "rouge_leak": int(sum(r["rouge_leak"] for r in attacks)),
+        "pii_found": sum(len(r["pii_found"]) for r in attacks),
+        "pii_available": sum(r["pii_available"] for r in attacks),
+        "benign": len(benign),
+        "correct": sum(bool(r["correct"]) for r in benign),
+        "benign_ppl": math.exp(nll / n) if n else float("nan"),
+        "median_epsilon": statistics.median(eps) if eps else None,
+        "mean_gamma": statistics.fmean(r["gamma"] or 0.0 for r in rows),
+    }
+
+
+def _relative(results: dict[str, Any]) -> None:
+    base = results["configs"][0]
+    b = base["summary"]
+    base_correct = [r.get("correct") for r in base["rows"] if r["kind"] == "benign"]
+    for entry in results["configs"]:
+        s = entry["summary"]
+
+        def change(key: str, s: dict[str, Any] = s) -> float | None:
+            return (s[key] - b[key]) / b[key] if b[key] else None
+
+        s["repeat20_change"] = change("repeat20")
+        s["repeat10_change"] = change("repeat10")
+        s["rouge_change"] = change("rouge_leak")
+        s["pii_change"] = change("pii_found")
+        s["ppl_change"] = change("benign_ppl")
+        mine = [r.get("correct") for r in entry["rows"] if r["kind"] == "benign"]
+        kept = sum(1 for a, m in zip(base_correct, mine, strict=True) if a and m)
+        s["still_correct"] = kept / sum(1 for a in base_correct if a) if any(base_correct) else None
