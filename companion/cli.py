@@ -22,6 +22,8 @@ COMMAND_MODULES = (
     "companion.commands.perturb",
     "companion.commands.eval",
     "companion.commands.audit",
+    "companion.commands.serve",
+    "companion.commands.ingest",
 )
 
 

@@ -1,0 +1,68 @@
+"""``veil serve``: start the companion (chat page and API) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import argparse
+
+from py_core.errors import InvalidParameterError
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="start the local companion: RAG chat with privacy-aware decoding"
+    )
+    parser.add_argument("--host", default=None, help="loopback address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=None, help="port (default 8765)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="'smollm2-135m-instruct' (default), a .gguf file or a transformers model folder",
+    )
+    parser.add_argument("--device", default=None, help="auto (default), cpu, cuda or mps")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument(
+        "--extension-id",
+        action="append",
+        default=None,
+        help="allow this Chrome extension id as Origin (repeatable; default: any extension)",
+    )
+    parser.set_defaults(func=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from companion.app import create_app
+    from companion.settings import Settings
+
+    overrides = {
+        k: v
+        for k, v in {
+            "host": args.host,
+            "port": args.port,
+            "model": args.model,
+            "device": args.device,
+            "extension_ids": args.extension_id,
+        }.items()
+        if v is not None
+    }
+    settings = Settings(**overrides)
+    if settings.host not in LOOPBACK:
+        raise InvalidParameterError(
+            f"--host {settings.host!r} is not a loopback address; the companion listens on "
+            "127.0.0.1 only (it serves private documents)"
+        )
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    app = create_app(settings)
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    print(f"Veil companion: http://{host}:{settings.port}/", flush=True)
+    print(f"API token (enter it once in the page or the extension): {app.state.token}", flush=True)
+    print(f"token file: {settings.resolved_token_path()}", flush=True)
+    print("loading the model and the embedder...", flush=True)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+    return 0
