@@ -201,6 +201,23 @@ def history(browser: Browser, site_id: str) -> list[dict[str, Any]]:
     return [stored[f"entry:{e['id']}"] for e in stored.get(f"history:{site_id}", [])]
 
 
+def wait_receipts(browser: Browser, site_id: str, timeout: float = 20.0) -> list[dict[str, Any]]:
+    """History entries once every protected one has its composed ε (finished after the send)."""
+    deadline = time.time() + timeout
+    while True:
+        entries = history(browser, site_id)
+        pending = [
+            e
+            for e in entries
+            if e.get("receipt") and e["receipt"].get("epsilon_total_composed") is None
+        ]
+        if not pending:
+            return entries
+        if time.time() > deadline:
+            raise TimeoutError(f"{len(pending)} receipts were not finished in {timeout} s")
+        time.sleep(0.05)
+
+
 def type_prompt(page: Page, host: str, text: str) -> None:
     """Click into the site's editor and type ``text`` (Shift+Enter for line breaks)."""
     selector = EDITOR_SELECTOR[FIXTURE_FOR_HOST[host]]

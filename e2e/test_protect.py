@@ -8,10 +8,10 @@ from e2e.harness import (
     SITE_ID,
     Browser,
     editor_text,
-    history,
     type_prompt,
     wait_for_records,
     wait_notice,
+    wait_receipts,
 )
 from py_core.sanitize import DEFAULT_HEADER
 
@@ -61,8 +61,10 @@ def test_enter_sends_a_perturbed_prompt(browser: Browser, host: str) -> None:
     if host != "chat.deepseek.com":  # the form submission navigated away from the page
         kind, _ = wait_notice(page, {"protected"})
         assert kind == "protected"
-    entries = history(browser, SITE_ID[host])
+    entries = wait_receipts(browser, SITE_ID[host])
     assert [h["status"] for h in entries] == ["protected"]
+    receipt = entries[0]["receipt"]
+    assert 0 < receipt["epsilon_total_composed"] <= receipt["epsilon_total_basic"]
     assert squash(entries[0]["original"]) == squash(PROMPT)
     assert squash(entries[0]["sent"]) == squash(records[0].text)
 

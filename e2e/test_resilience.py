@@ -16,6 +16,7 @@ from e2e.harness import (
     set_range,
     type_prompt,
     wait_for_records,
+    wait_receipts,
     wait_saved,
 )
 from e2e.recorder import Recorder
@@ -39,7 +40,7 @@ def test_stopping_the_service_worker_loses_nothing(browser: Browser) -> None:
     page.keyboard.press("Enter")
     wait_for_records(page, browser.recorder, 1)
     stored = browser.storage()
-    history_before = history(browser, "chatgpt")
+    history_before = wait_receipts(browser, "chatgpt")
 
     browser.stop_service_worker()
 
@@ -50,7 +51,7 @@ def test_stopping_the_service_worker_loses_nothing(browser: Browser) -> None:
     after = browser.storage()
     assert after["settings"] == stored["settings"]
     assert after["rootguard"] == stored["rootguard"]
-    entries = history(browser, "chatgpt")
+    entries = wait_receipts(browser, "chatgpt")
     assert entries[0] == history_before[0]
     assert [h["status"] for h in entries] == ["protected", "protected"]
     assert entries[1]["epsilon"] == 3.0

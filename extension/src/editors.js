@@ -116,17 +116,36 @@ export function sameText(a, b, { loose = false } = {}) {
   return norm(a) === norm(b);
 }
 
-function nextFrame() {
-  return new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+/** One macrotask: lets editors that commit in a microtask (Lexical) finish. */
+function settle() {
+  return new Promise((resolve) => setTimeout(resolve, 0));
 }
 
-function selectAllIn(el) {
+/**
+ * Select the whole editor and wait until the editor has seen the new selection:
+ * ProseMirror, Quill and Lexical read it on the document's selectionchange
+ * event, which the browser fires in a task of its own.
+ */
+async function selectAllIn(el) {
   el.focus();
   const selection = window.getSelection();
   const range = document.createRange();
   range.selectNodeContents(el);
+  const seen = new Promise((resolve) => {
+    const timer = setTimeout(resolve, 100);
+    document.addEventListener(
+      "selectionchange",
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      { once: true },
+    );
+  });
   selection.removeAllRanges();
   selection.addRange(range);
+  await seen;
+  await settle();
 }
 
 function setTextareaValue(el, text) {
@@ -154,20 +173,18 @@ export async function writeText(el, text) {
   const kind = editorKind(el);
   if (kind === "textarea" || kind === "input") {
     setTextareaValue(el, text);
-    await nextFrame();
+    await settle();
     return sameText(readText(el), text);
   }
   // Rich editors: select everything, then paste; the editor's own paste
   // handling turns the text into its document. insertText is the fallback.
   const loose = { loose: true };
-  selectAllIn(el);
-  await nextFrame();
+  await selectAllIn(el);
   pasteText(el, text);
-  await nextFrame();
+  await settle();
   if (sameText(readText(el), text, loose)) return true;
-  selectAllIn(el);
-  await nextFrame();
+  await selectAllIn(el);
   document.execCommand("insertText", false, text);
-  await nextFrame();
+  await settle();
   return sameText(readText(el), text, loose);
 }

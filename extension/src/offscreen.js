@@ -235,8 +235,10 @@ chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
   }
   ready
     .then((core) => {
+      const started = performance.now();
       const reply = JSON.parse(core.handle(JSON.stringify({ op: msg.data?.op, args: msg.data?.args || {} })));
-      sendResponse(reply.ok ? { ok: true, data: reply.result } : { ok: false, error: reply.error });
+      const ms = performance.now() - started;
+      sendResponse(reply.ok ? { ok: true, data: reply.result, ms } : { ok: false, error: reply.error, ms });
     })
     .catch((err) => sendResponse({ ok: false, error: { code: "core-unavailable", message: String(err?.message || err) } }));
   return true;

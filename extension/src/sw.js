@@ -31,10 +31,14 @@ async function ensureOffscreen() {
   }
 }
 
-/** Call the Python core; rejects if it does not answer within `timeoutMs`. */
-async function callCore(op, args, timeoutMs) {
+/**
+ * Call the Python core; rejects if it does not answer within `timeoutMs`.
+ * `timings`, when given, receives {core: round trip ms, python: ms inside Python}.
+ */
+async function callCore(op, args, timeoutMs, timings = null) {
+  const started = performance.now();
   const deadline = Date.now() + timeoutMs;
-  await ensureOffscreen();
+  let ensured = false;
   for (;;) {
     const left = deadline - Date.now();
     if (left <= 0) throw new Error(`the privacy core did not answer within ${timeoutMs} ms`);
@@ -45,21 +49,37 @@ async function callCore(op, args, timeoutMs) {
         sleep(left).then(() => ({ ok: false, error: { code: "timeout", message: `the privacy core did not answer within ${timeoutMs} ms` } })),
       ]);
     } catch (err) {
-      // The offscreen page is still loading its listener: try again shortly.
+      // No offscreen document yet, or it is still loading its listener: make
+      // sure it exists (once) and try again shortly.
       if (/Receiving end does not exist|Could not establish connection/i.test(String(err?.message))) {
-        await sleep(Math.min(50, Math.max(1, deadline - Date.now())));
+        if (!ensured) {
+          await ensureOffscreen();
+          ensured = true;
+        } else {
+          await sleep(Math.min(50, Math.max(1, deadline - Date.now())));
+        }
         continue;
       }
       throw err;
     }
     if (reply === undefined) {
-      await sleep(20);
+      // Another extension page answered nothing: the core is not there yet.
+      if (!ensured) {
+        await ensureOffscreen();
+        ensured = true;
+      } else {
+        await sleep(20);
+      }
       continue;
     }
     if (!reply.ok) {
       const error = new Error(reply.error?.message || "the privacy core failed");
       error.code = reply.error?.code;
       throw error;
+    }
+    if (timings) {
+      timings.core = performance.now() - started;
+      timings.python = reply.ms;
     }
     return reply.data;
   }
@@ -90,6 +110,27 @@ function appendHistory(siteId, entry, limit) {
     const dropped = index.length > limit ? index.splice(0, index.length - limit) : [];
     await local.set({ [key]: index, [entryKey(full.id)]: full });
     if (dropped.length) await local.remove(dropped.map((e) => entryKey(e.id)));
+    return full.id;
+  });
+}
+
+/**
+ * Finish a receipt after the send: the tight composed ε is exact but slow
+ * (most of a sanitization's time), so it is computed once the prompt is gone.
+ */
+async function finishReceipt(id, receipt, timeoutMs) {
+  if (!receipt || receipt.epsilon_total_composed !== null) return;
+  const { epsilon_total_composed } = await callCore(
+    "composed_epsilon",
+    { n: receipt.chars_perturbed, epsilon: receipt.epsilon_per_char, delta: receipt.delta },
+    timeoutMs,
+  );
+  await withLock(STORAGE_LOCK, async () => {
+    const key = entryKey(id);
+    const { [key]: entry } = await local.get(key);
+    if (!entry?.receipt) return;
+    entry.receipt.epsilon_total_composed = epsilon_total_composed;
+    await local.set({ [key]: entry });
   });
 }
 
@@ -162,6 +203,8 @@ function errorText(err) {
 }
 
 async function handleProtect(data, sender) {
+  const started = performance.now();
+  const timings = {};
   const url = sender.url || sender.tab?.url || "";
   const settings = await loadSettings();
   const siteId = siteIdFor(url, settings);
@@ -174,13 +217,13 @@ async function handleProtect(data, sender) {
     const args = { text, epsilon: site.epsilon, mode: site.mode, header: effectiveHeader(settings, siteId), rootguard: null };
     const result =
       site.mode === "text"
-        ? await callCore("sanitize", args, settings.coreTimeoutMs)
+        ? await callCore("sanitize", args, settings.coreTimeoutMs, timings)
         : // RootGuard may draw a root's value the first time it is mentioned; read,
           // call and store under one lock so two tabs can never draw it twice.
           await withLock(ROOTGUARD_LOCK, async () => {
             const { rootguard: stored } = await local.get("rootguard");
             if (stored?.state) args.rootguard = { profile: stored.profile, trueValues: stored.trueValues, state: stored.state };
-            const out = await callCore("sanitize", args, settings.coreTimeoutMs);
+            const out = await callCore("sanitize", args, settings.coreTimeoutMs, timings);
             if (out.rootguardState && stored?.state && JSON.stringify(out.rootguardState) !== JSON.stringify(stored.state)) {
               await local.set({ rootguard: { ...stored, state: out.rootguardState } });
             }
@@ -191,7 +234,11 @@ async function handleProtect(data, sender) {
       ? `Veil protected this prompt: ε = ${receipt.epsilon_per_char.toFixed(2)} per character, ${receipt.chars_perturbed} characters` +
         (result.replacements.length ? `, ${result.replacements.length} values from RootGuard's cache` : "")
       : `Veil replaced ${result.replacements.length} values with RootGuard's cached noisy values`;
-    await appendHistory(siteId, { ...base, status: "protected", sent: result.text, receipt, replacements: result.replacements }, settings.historyLimit);
+    timings.beforeHistory = performance.now() - started;
+    const id = await appendHistory(siteId, { ...base, status: "protected", sent: result.text, receipt, replacements: result.replacements, timings }, settings.historyLimit);
+    // Not awaited: the reply goes out first. If the worker stops before this
+    // finishes, the entry keeps the basic bound and a null composed bound.
+    finishReceipt(id, receipt, settings.coreTimeoutMs).catch(() => {});
     return { action: "send", text: result.text, notice, protected: true, receipt };
   } catch (err) {
     if (site.failOpen) {

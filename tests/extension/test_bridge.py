@@ -43,6 +43,24 @@ def test_text_mode_returns_header_and_perturbed_text() -> None:
     assert len(result["perturbed"]) == len("hello private world")
     assert result["receipt"]["epsilon_per_char"] == krr.implemented_epsilon(5)
     assert "words" not in result["receipt"]  # the send path omits the per-word list
+    assert result["receipt"]["epsilon_total_composed"] is None  # finished after the send
+
+
+def test_composed_epsilon_after_the_send_equals_the_full_receipt() -> None:
+    """The bound computed after the send is the one sanitize_prompt computes inline."""
+    from py_core.sanitize import sanitize_prompt
+
+    text = "a private note about Maria Keller " * 20
+    full = sanitize_prompt(text, 4.0, header=None).receipt
+    sent = call("sanitize", text=text, epsilon=4.0, mode="text", header="")["result"]["receipt"]
+    finished = call(
+        "composed_epsilon",
+        n=sent["chars_perturbed"],
+        epsilon=sent["epsilon_per_char"],
+        delta=sent["delta"],
+    )["result"]
+    assert finished["epsilon_total_composed"] == full.epsilon_total_composed
+    assert finished["epsilon_total_composed"] <= sent["epsilon_total_basic"]
 
 
 @pytest.mark.parametrize(("header", "prefix"), [("", ""), ("Fix typos:\n", "Fix typos:\n")])
@@ -112,6 +130,7 @@ def test_explain_matches_krr() -> None:
         ("sanitize", {"text": "a", "epsilon": 1, "mode": "emoji"}, "bad-request"),
         ("sanitize", {"text": "a", "epsilon": -1}, "InvalidParameterError"),
         ("explain", {"epsilon": "x"}, "InvalidParameterError"),
+        ("composed_epsilon", {"n": -1, "epsilon": 1}, "bad-request"),
         ("rootguard_init", {"profile": {"values": {}}, "trueValues": {}}, "invalid-profile"),
     ],
 )
@@ -137,3 +156,13 @@ def test_rootguard_init_view_and_reset() -> None:
     assert len(view["ledger"]) == 1
     reset = call("rootguard_reset", profile=profile, trueValues=TRUE, state=init["state"])
     assert len(reset["result"]["ledger"]) == 2
+
+
+def test_receipt_summary_carries_every_receipt_field() -> None:
+    """The hand-written receipt conversion keeps up with py_core's Receipt."""
+    import dataclasses
+
+    from py_core.sanitize import Receipt
+
+    names = {f.name for f in dataclasses.fields(Receipt)} - {"words"}
+    assert names == set(veil_bridge._RECEIPT_FIELDS)
