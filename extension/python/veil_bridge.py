@@ -18,8 +18,8 @@ import sys
 from typing import Any
 
 from py_core import krr
-from py_core.errors import VeilError
 from py_core.accounting import krr_composed_epsilon
+from py_core.errors import VeilError
 from py_core.sanitize import DEFAULT_DELTA, DEFAULT_HEADER, sanitize_prompt
 
 try:  # RootGuard's JSON facade (numbers mode)
