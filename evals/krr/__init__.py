@@ -19,6 +19,7 @@ documents with two LLM calls per step (CI).
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seed", type=int, default=0, help="corpus and perturbation seed (default 0)"
     )
     parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="re-render OUT/README.md and plots from OUT/results.json without re-running",
+    )
+    parser.add_argument(
         "--write-calibration",
         action="store_true",
         help=f"also write the preview calibration to {CALIBRATION_TARGET.relative_to(CALIBRATION_TARGET.parents[1])}",
@@ -46,9 +52,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evals.krr.report import write_report
     from evals.krr.pipeline import Config, run_evaluation
+    from evals.krr.report import write_report
 
+    if getattr(args, "report_only", False):
+        import json
+
+        from evals.krr.pipeline import Results
+
+        source = args.out / "results.json"
+        if not source.is_file():
+            print(f"veil: --report-only needs {source} from an earlier run", file=sys.stderr)
+            return 2
+        results = Results.from_dict(json.loads(source.read_text(encoding="utf-8")))
+        results.notes.extend(goal_notes(results))
+        smoke = " --smoke" if results.config.smoke else ""
+        path = write_report(
+            results, args.out, command=f"python -m companion eval krr --out {args.out}{smoke}"
+        )
+        print(f"report: {path}")
+        return 0
     config = Config.smoke_config(args.seed) if args.smoke else Config.full(args.seed)
     if args.smoke and args.write_calibration:
         print(
@@ -146,6 +169,36 @@ def goal_notes(results: Any) -> list[str]:
             f"Downstream summary similarity at ε=6 (restored input): {krr6['summary_similarity']:.3f} MiniLM cosine "
             f"to the original's summary (paper: > 0.80 with GPT-4o mini); "
             f"{'MET' if krr6['summary_similarity'] > 0.80 else 'NOT MET'} with SmolLM2 as summariser."
+        )
+    krr_curve = sorted(
+        (b["pii_leaked"], b["similarity"], b["nonsensitive_kept"])
+        for b in results.baselines
+        if b["method"].startswith("k-RR")
+    )
+    comparisons = []
+    for b in results.baselines:
+        if not b["method"].startswith("word metric DP") or len(krr_curve) < 2:
+            continue
+        leak = b["pii_leaked"]
+        if not krr_curve[0][0] <= leak <= krr_curve[-1][0]:
+            continue
+        for (x0, s0, k0), (x1, s1, k1) in itertools.pairwise(krr_curve):
+            if x0 <= leak <= x1:
+                w = 0.0 if x1 == x0 else (leak - x0) / (x1 - x0)
+                sim = s0 + w * (s1 - s0)
+                kept = k0 + w * (k1 - k0)
+                comparisons.append(
+                    f"{b['parameter'].split()[0]} (leak {100 * leak:.1f}%): metric DP similarity "
+                    f"{b['similarity']:.3f} / kept {100 * b['nonsensitive_kept']:.1f}% vs k-RR "
+                    f"{sim:.3f} / {100 * kept:.1f}%"
+                )
+                break
+    if comparisons:
+        notes.append(
+            "At matched PII leak (k-RR curve interpolated): "
+            + "; ".join(comparisons)
+            + ". The paper reports k-RR ahead of word-level metric DP at equal privacy; "
+            "compare the two curves in the plot for where that holds here."
         )
     presidio = next((b for b in results.baselines if b["method"].startswith("Presidio")), None)
     if presidio:

@@ -17,8 +17,8 @@ from evals.krr.build_wordfreq import build
 from evals.krr.calibrate import WordOutcome, check, fit
 from evals.krr.corpus import CATEGORIES, generate_corpus, words_of
 from evals.krr.metrics import aligned_matches, lenient, rate_with_ci, restored_flags
-from evals.krr.restorers import NoisyChannelRestorer, OpenAICompatibleRestorer, restore_prompt
 from evals.krr.pipeline import EPSILONS
+from evals.krr.restorers import NoisyChannelRestorer, OpenAICompatibleRestorer, restore_prompt
 from py_core import wordfreq
 from py_core.errors import InvalidParameterError
 from py_core.krr import implementation, perturb
