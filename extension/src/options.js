@@ -96,15 +96,31 @@ $("core-save").addEventListener("click", () =>
 
 let rgProfile = null;
 
+function formatNumber(v) {
+  return typeof v === "number" ? String(Number(v.toPrecision(6))) : String(v);
+}
+
 function noisyFor(noisy, name) {
-  if (!noisy) return "";
-  const value = Array.isArray(noisy) ? noisy.find((v) => v.name === name) : noisy[name];
-  if (value === undefined || value === null) return "";
-  if (typeof value === "object") {
-    const v = value.value ?? value.noisy ?? value.noisy_value;
-    return v === undefined ? JSON.stringify(value) : `${v}${value.unit ? ` ${value.unit}` : ""}`;
-  }
-  return String(value);
+  const value = noisy?.[name];
+  return value === undefined || value === null ? "" : formatNumber(value);
+}
+
+function renderLedger(rg) {
+  const rows = (rg.ledger || []).map((entry) =>
+    el("tr", {},
+      el("td", {}, String(entry.seq ?? "")),
+      el("td", {}, String(entry.event ?? "")),
+      el("td", {}, Object.entries(entry.epsilon || {}).map(([k, v]) => `${k} ${formatNumber(v)}`).join(", ")),
+      el("td", {}, formatNumber(entry.spent ?? "")),
+      el("td", {}, formatNumber(entry.total_spent ?? "")),
+    ));
+  const events = (rg.events || []).map((e) => el("li", {}, `${new Date(e.ts).toLocaleString()}: ${e.event} (${e.reason})`));
+  $("rg-ledger").replaceChildren(
+    rows.length
+      ? el("table", {}, el("thead", {}, el("tr", {}, ["#", "event", "ε per root", "ε spent", "ε total"].map((h) => el("th", {}, h)))), el("tbody", {}, rows))
+      : el("p", { class: "hint" }, "Nothing drawn yet."),
+    events.length ? el("ul", {}, events) : "",
+  );
 }
 
 function renderRootguard() {
@@ -136,13 +152,13 @@ function renderRootguard() {
       el("td", {}, spec.unit ?? ""),
       el("td", {}, Array.isArray(spec.domain) ? `${spec.domain[0]} – ${spec.domain[1]}` : ""),
       el("td", {}, (spec.aliases || []).join(", ")),
+      el("td", {}, isRoot && rg.describe?.roots?.[name] ? formatNumber(rg.describe.roots[name].epsilon) : ""),
       el("td", {}, isRoot ? el("input", { type: "number", step: "any", "data-true": name, value: trueValue ?? "", disabled: locked, style: "width:7em" }) : ""),
       el("td", { class: "noisy", "data-noisy": name }, noisyFor(rg.noisy, name)),
     );
   });
   $("rg-table").tBodies[0].replaceChildren(...rows);
-  const ledger = { ledger: rg.ledger, events: rg.events };
-  $("rg-ledger").textContent = JSON.stringify(ledger, null, 2);
+  renderLedger(rg);
 }
 
 function editedRootguard() {

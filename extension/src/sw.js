@@ -264,6 +264,7 @@ async function viewRootguard(settings) {
       view = await callCore("rootguard_describe", { profile: rootguard.profile }, settings.coreTimeoutMs);
     }
     defaultProfile = (await callCore("rootguard_default", {}, settings.coreTimeoutMs)).profile;
+    view ??= await callCore("rootguard_describe", { profile: defaultProfile }, settings.coreTimeoutMs);
   } catch (err) {
     error = errorText(err);
   }
