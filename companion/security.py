@@ -180,55 +180,45 @@ class SecurityMiddleware:
                     extra=cors,
                 )
                 return
-        received = 0
-        too_large = False
-        response_started = False
+        if declared is None and scope["method"] in ("POST", "PUT", "PATCH"):
+            # No declared length (chunked): read up to the limit first, then replay.
+            body = bytearray()
+            more = True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away
+                body += message.get("body", b"")
+                more = bool(message.get("more_body"))
+                if len(body) > limit:
+                    await _reject(
+                        send,
+                        413,
+                        ErrorCode.PAYLOAD_TOO_LARGE,
+                        f"request body is over the limit of {limit} bytes",
+                        extra=cors,
+                    )
+                    return
+            replayed = False
 
-        async def limited_receive() -> Message:
-            nonlocal received, too_large
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > limit:
-                    too_large = True
-                    raise _BodyTooLarge()
-            return message
+            async def replay() -> Message:
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": bytes(body), "more_body": False}
+                return await receive()
+
+            app_receive: Receive = replay
+        else:
+            app_receive = receive
 
         async def send_with_cors(message: Message) -> None:
-            nonlocal response_started
-            if message["type"] == "http.response.start":
-                response_started = True
-                if cors:
-                    message = dict(message)
-                    message["headers"] = list(message.get("headers", [])) + cors
+            if message["type"] == "http.response.start" and cors:
+                message = dict(message)
+                message["headers"] = list(message.get("headers", [])) + cors
             await send(message)
 
-        try:
-            await self.app(scope, limited_receive, send_with_cors)
-        except _BodyTooLarge:
-            if not response_started:
-                await _reject(
-                    send,
-                    413,
-                    ErrorCode.PAYLOAD_TOO_LARGE,
-                    f"request body is over the limit of {limit} bytes",
-                    extra=cors,
-                )
-        except Exception:
-            if too_large and not response_started:
-                await _reject(
-                    send,
-                    413,
-                    ErrorCode.PAYLOAD_TOO_LARGE,
-                    f"request body is over the limit of {limit} bytes",
-                    extra=cors,
-                )
-                return
-            raise
-
-
-class _BodyTooLarge(Exception):
-    pass
+        await self.app(scope, app_receive, send_with_cors)
 
 
 def _cors_headers(origin: str | None) -> list[tuple[bytes, bytes]]:

@@ -1,0 +1,330 @@
+"""The companion's API: security checks, error envelope, chat (plain, streamed, OpenAI SDK)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+
+import pytest
+from fastapi.testclient import TestClient
+
+from companion.app import create_app
+from companion.engine import ModelEngine
+from companion.errors import APIError
+from companion.security import ensure_token
+from companion.settings import Settings
+from py_core.errors import StateError
+
+BASE = "http://127.0.0.1:8765"
+NOTE = (
+    b"Patient: Maria Lopez (maria.lopez@example.org, phone (415) 555-0187) has had a dry cough "
+    b"and a mild fever for five days. Doctor: this looks like bronchitis; take amoxicillin "
+    b"500 mg three times a day for seven days."
+)
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    home = tmp_path_factory.mktemp("veil-home")
+    models = os.path.expanduser("~/.veil/models")
+    if os.path.isdir(models):  # reuse the dequantized model cache
+        os.symlink(models, home / "models")
+    settings = Settings(home=home, max_body_bytes=4096, max_upload_bytes=64_000, allow_seed=True)
+    app = create_app(settings)
+    with TestClient(app, base_url=BASE) as test_client:
+        test_client.headers["Authorization"] = f"Bearer {app.state.token}"
+        yield test_client
+
+
+def _error(response):
+    body = response.json()
+    assert set(body) == {"error"} and {"message", "type", "code"} <= set(body["error"])
+    return body["error"]
+
+
+def test_token_is_created_once_with_mode_0600(tmp_path):
+    """The token file is created on first run with mode 0600 and then reused."""
+    path = tmp_path / "sub" / "token"
+    token = ensure_token(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and len(token) >= 32
+    assert ensure_token(path) == token
+    path.write_text("short")
+    with pytest.raises(StateError, match="delete it"):
+        ensure_token(path)
+
+
+@pytest.mark.slow
+def test_v1_routes_require_the_token(client):
+    """Without or with a wrong bearer token, /v1 answers 401 with the error envelope."""
+    assert _error(client.get("/v1/models", headers={"Authorization": ""}))["code"] == (
+        "unauthorized"
+    )
+    wrong = client.get("/v1/models", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    assert client.get("/v1/models").status_code == 200
+    assert client.get("/healthz").status_code == 200
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("host", ["evil.example", "127.0.0.1.evil.example", "192.168.1.5:8765"])
+def test_non_loopback_host_is_refused(client, host):
+    """A Host that is not a loopback name (DNS rebinding) gets 403 on every route."""
+    for path in ("/", "/healthz", "/v1/models"):
+        response = client.get(path, headers={"Host": host})
+        assert response.status_code == 403 and _error(response)["code"] == "forbidden_host"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("origin", "allowed"),
+    [
+        ("http://127.0.0.1:8765", True),
+        ("chrome-extension://abcdefghijklmnopabcdefghijklmnop", True),
+        ("https://evil.example", False),
+        ("http://127.0.0.1:9999", False),
+        ("http://localhost.evil.example:8765", False),
+        ("null", False),
+    ],
+)
+def test_origin_is_checked(client, origin, allowed):
+    """Only the companion's own page and Chrome extensions may call it cross-origin."""
+    response = client.get("/v1/models", headers={"Origin": origin})
+    if allowed:
+        assert response.status_code == 200
+        assert response.headers["access-control-allow-origin"] == origin
+    else:
+        assert response.status_code == 403 and _error(response)["code"] == "forbidden_origin"
+
+
+@pytest.mark.slow
+def test_body_size_limits(client):
+    """Bodies over the limit get 413, declared or streamed; uploads have their own limit."""
+    big = {"messages": [{"role": "user", "content": "x" * 5000}]}
+    response = client.post("/v1/chat/completions", json=big)
+    assert response.status_code == 413 and _error(response)["code"] == "payload_too_large"
+
+    def chunks():
+        yield b'{"messages": [{"role": "user", "content": "'
+        for _ in range(10):
+            yield b"y" * 1000
+        yield b'"}]}'
+
+    streamed = client.post(
+        "/v1/chat/completions", content=chunks(), headers={"Content-Type": "application/json"}
+    )
+    assert streamed.status_code == 413
+    upload = client.post(
+        "/v1/documents", files=[("files", ("big.txt", b"z " * 40_000, "text/plain"))]
+    )
+    assert upload.status_code == 413
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ("{not json", None),
+        ({"messages": []}, "messages"),
+        ({"messages": [{"role": "robot", "content": "hi"}]}, "messages.0.role"),
+        ({"messages": [{"role": "user", "content": "hi"}], "defense": "magic"}, "defense"),
+        (
+            {"messages": [{"role": "user", "content": "hi"}], "defense_params": {"sigma": -1}},
+            "defense_params",
+        ),
+        ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 100000}, "max_tokens"),
+        ({"messages": [{"role": "user", "content": "hi"}], "top_p": 0.5}, "top_p"),
+        ({"messages": [{"role": "user", "content": "hi"}], "surprise": 1}, "surprise"),
+    ],
+)
+def test_malformed_chat_requests_get_a_clear_400(client, body, param):
+    """Malformed chat requests get 400 with a message naming the problem."""
+    if isinstance(body, str):
+        response = client.post(
+            "/v1/chat/completions", content=body, headers={"Content-Type": "application/json"}
+        )
+    else:
+        response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 400
+    error = _error(response)
+    assert error["type"] == "invalid_request_error" and error["message"]
+    if param is not None:
+        assert error["param"] == param
+
+
+@pytest.mark.slow
+def test_unknown_routes_use_the_envelope(client):
+    """404 and 405 come in the same error envelope."""
+    assert _error(client.get("/v1/nothing"))["code"] == "not_found"
+    assert _error(client.delete("/v1/models"))["code"] == "method_not_allowed"
+
+
+@pytest.mark.slow
+def test_documents_upload_list_search_and_delete(client):
+    """Uploading, listing, searching and deleting documents through the API."""
+    response = client.post(
+        "/v1/documents",
+        files=[("files", ("note.txt", NOTE, "text/plain"))],
+        data={"collection": "clinic"},
+    )
+    assert response.status_code == 200, response.text
+    doc = response.json()["documents"][0]["document"]
+    assert doc["collection"] == "clinic" and doc["chunks"] == 1
+    names = [c["name"] for c in client.get("/v1/collections").json()]
+    assert "clinic" in names
+    hits = client.post("/v1/search", json={"query": "cough", "collection": "clinic"}).json()
+    assert hits["hits"][0]["document"] == "note.txt"
+    bad = client.post("/v1/documents", files=[("files", ("x.exe", b"MZ", "application/x"))])
+    assert bad.status_code == 400 and "unsupported file type" in _error(bad)["message"]
+    temp = client.post(
+        "/v1/documents", files=[("files", ("tmp.md", b"# temp doc", "text/markdown"))]
+    ).json()["documents"][0]["document"]
+    assert client.delete(f"/v1/documents/{temp['id']}").json()["deleted"]
+    assert client.get(f"/v1/documents/{temp['id']}").status_code == 404
+
+
+@pytest.mark.slow
+def test_chat_completion_with_receipt_and_citations(client):
+    """A non-streamed answer carries the receipt and the cited chunks."""
+    client.post(
+        "/v1/documents",
+        files=[("files", ("note.txt", NOTE, "text/plain"))],
+        data={"collection": "clinic"},
+    )
+    response = client.post(
+        "/v1/chat/completions",
+        json={
+            "model": "whatever",
+            "messages": [{"role": "user", "content": "What should the patient take?"}],
+            "collection": "clinic",
+            "max_tokens": 12,
+            "defense": "pad",
+            "seed": 3,
+        },
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["object"] == "chat.completion" and body["choices"][0]["message"]["content"]
+    receipt = body["veil"]["receipt"]
+    assert receipt["mechanism"] == "pad" and receipt["total_tokens"] >= 1
+    assert receipt["statement"]
+    assert body["veil"]["citations"][0]["document"] == "note.txt"
+    assert body["usage"]["completion_tokens"] <= 12
+
+
+@pytest.mark.slow
+def test_seed_is_refused_unless_allowed(tmp_path):
+    """A client-supplied seed is refused by default: noise comes from a CSPRNG."""
+    app = create_app(Settings(home=tmp_path, preload_model=False))
+    with TestClient(app, base_url=BASE) as c:
+        response = c.post(
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "hi"}], "seed": 1},
+            headers={"Authorization": f"Bearer {app.state.token}"},
+        )
+    assert response.status_code == 400 and _error(response)["code"] == "insecure_randomness"
+
+
+@pytest.mark.slow
+def test_streaming_format_ends_with_receipt_and_done(client):
+    """SSE chunks are chat.completion.chunk events, the last carries the receipt, then [DONE]."""
+    with client.stream(
+        "POST",
+        "/v1/chat/completions",
+        json={
+            "messages": [{"role": "user", "content": "Say hello."}],
+            "stream": True,
+            "max_tokens": 8,
+            "defense": "copy_aware",
+        },
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        lines = [line for line in response.iter_lines() if line]
+    assert all(line.startswith("data: ") for line in lines)
+    assert lines[-1] == "data: [DONE]"
+    events = [json.loads(line[6:]) for line in lines[:-1]]
+    assert all(e["object"] == "chat.completion.chunk" for e in events)
+    assert events[0]["choices"][0]["delta"]["role"] == "assistant"
+    final = events[-1]
+    assert final["choices"][0]["finish_reason"] in ("stop", "length")
+    assert final["veil"]["receipt"]["mechanism"] == "copy_aware"
+    text = "".join(e["choices"][0]["delta"].get("content", "") for e in events)
+    assert text.strip()
+
+
+@pytest.mark.slow
+def test_openai_sdk_works_unchanged(client):
+    """The official OpenAI SDK, pointed at the app, chats and streams without changes."""
+    from openai import OpenAI
+
+    token = client.headers["Authorization"].split()[1]
+    sdk = OpenAI(base_url=f"{BASE}/v1", api_key=token, http_client=client, max_retries=0)
+    models = sdk.models.list()
+    assert models.data[0].id
+    completion = sdk.chat.completions.create(
+        model=models.data[0].id,
+        messages=[{"role": "user", "content": "Name a fruit."}],
+        max_tokens=8,
+        extra_body={"defense": "none"},
+    )
+    assert completion.choices[0].message.content
+    assert completion.model_extra["veil"]["receipt"]["mechanism"] == "none"
+    stream = sdk.chat.completions.create(
+        model=models.data[0].id,
+        messages=[{"role": "user", "content": "Name a colour."}],
+        max_tokens=6,
+        stream=True,
+    )
+    pieces = [chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices]
+    assert "".join(pieces).strip()
+    bad = OpenAI(base_url=f"{BASE}/v1", api_key="wrong", http_client=client, max_retries=0)
+    from openai import AuthenticationError
+
+    with pytest.raises(AuthenticationError, match="API token"):
+        bad.models.list()
+
+
+def test_engine_queue_full_and_wait_timeout_are_503():
+    """With the model held, a full queue or a wait past the timeout answers 503."""
+
+    async def scenario() -> None:
+        engine = ModelEngine(spec=None, queue_size=0, queue_timeout_s=0.05)
+        async with engine.slot():
+            with pytest.raises(APIError) as full:
+                async with engine.slot():
+                    pass
+            assert full.value.status == 503
+        waiting = ModelEngine(spec=None, queue_size=1, queue_timeout_s=0.05)
+        async with waiting.slot():
+            with pytest.raises(APIError, match="waited") as late:
+                async with waiting.slot():
+                    pass
+            assert late.value.status == 503
+
+    asyncio.run(scenario())
+
+
+def test_engine_generation_timeout_is_504_and_cancels_the_work():
+    """A generation that runs past its timeout is cancelled and reported as 504."""
+    import threading
+    import time
+
+    stopped = threading.Event()
+
+    def work(cancel: threading.Event):
+        while not cancel.is_set():
+            time.sleep(0.01)
+            yield "x"
+        stopped.set()
+
+    async def scenario() -> None:
+        engine = ModelEngine(spec=None, generation_timeout_s=0.2)
+        with pytest.raises(APIError) as exc:
+            async for _ in engine.run_stream(work):
+                pass
+        assert exc.value.status == 504
+
+    asyncio.run(scenario())
+    assert stopped.wait(2)

@@ -1,0 +1,296 @@
+"""The decoding defenses' processor contract, their accounting and their receipts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from companion.decoding.config import (
+    BoundedConfig,
+    CopyAwareConfig,
+    DefenseConfig,
+    PADConfig,
+    StaticNoiseConfig,
+)
+from companion.decoding.processors import (
+    BoundedFusion,
+    CopyAwareProcessor,
+    NoiseLedger,
+    PADProcessor,
+    StaticNoiseProcessor,
+    calibrate_sigma,
+    clip_l2,
+    receipt_epsilon,
+    secure_generator,
+)
+from companion.decoding.receipt import build_receipt
+from companion.decoding.screening import RunTracker, pii_spans
+from py_core.errors import InvalidParameterError
+
+V = 64
+
+
+def _gen(seed: int = 0) -> torch.Generator:
+    return secure_generator("cpu", seed=seed)
+
+
+def _flat_scores() -> torch.Tensor:
+    return torch.zeros(1, V) + torch.linspace(0, 0.1, V)
+
+
+def _confident_scores(top: int = 5) -> torch.Tensor:
+    scores = torch.zeros(1, V)
+    scores[0, top] = 30.0
+    return scores
+
+
+def test_clip_l2_bounds_norm_and_keeps_small_vectors():
+    """clip_l2 scales vectors above the bound to it and leaves smaller ones alone."""
+    x = torch.tensor([[3.0, 4.0]])
+    assert torch.allclose(torch.linalg.vector_norm(clip_l2(x, 1.0)), torch.tensor(1.0))
+    assert torch.equal(clip_l2(x, 10.0), x)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: StaticNoiseProcessor(StaticNoiseConfig(), prompt_length=2, generator=_gen()),
+        lambda: PADProcessor(PADConfig(), prompt_length=2, generator=_gen()),
+        lambda: CopyAwareProcessor(
+            CopyAwareConfig(first_tokens=1), prompt_length=2, generator=_gen()
+        ),
+    ],
+)
+def test_processors_never_modify_scores_in_place(make):
+    """Every processor returns new scores and leaves its input untouched."""
+    proc = make()
+    scores = _flat_scores()
+    before = scores.clone()
+    out = proc(torch.tensor([[1, 2]]), scores)
+    assert torch.equal(scores, before)
+    assert out.data_ptr() != scores.data_ptr() or torch.equal(out, before)
+
+
+def test_static_noise_is_clip_plus_seeded_gaussian():
+    """Static noise = clipped logits + sigma * N(0, 1) drawn from the given generator."""
+    cfg = StaticNoiseConfig(clip=2.0, sigma=0.3)
+    scores = torch.randn(1, V, generator=torch.Generator().manual_seed(5)) * 10
+    out = StaticNoiseProcessor(cfg, prompt_length=1, generator=_gen(7))(torch.tensor([[0]]), scores)
+    expected_noise = torch.randn((1, V), generator=_gen(7)) * 0.3
+    assert torch.allclose(out, clip_l2(scores, 2.0) + expected_noise, atol=1e-6)
+    assert math.isclose(float(torch.linalg.vector_norm(clip_l2(scores, 2.0))), 2.0, rel_tol=1e-5)
+
+
+def test_pad_screens_on_raw_probabilities():
+    """PAD leaves confident tokens alone and noises uncertain ones, on raw probabilities."""
+    proc = PADProcessor(PADConfig(clip=100.0), prompt_length=1, generator=_gen())
+    confident = _confident_scores()
+    out = proc(torch.tensor([[0]]), confident)
+    assert torch.equal(out, confident)
+    flat = _flat_scores()
+    noised = proc(torch.tensor([[0, 1]]), flat)
+    assert not torch.equal(noised, flat)
+    sigmas = [r.sigma for r in proc.ledger.records]
+    assert sigmas[0] is None and sigmas[1] is not None and sigmas[1] > 0
+    assert proc.ledger.sensitivity == 200.0
+
+
+def test_pad_sigma_adapts_to_margin_entropy_and_position():
+    """sigma_t grows for flatter distributions and earlier positions, times lambda."""
+    proc = PADProcessor(PADConfig(), prompt_length=0, generator=_gen())
+    peaked = torch.zeros(1, V)
+    peaked[0, 0] = 2.0
+    flat = torch.zeros(1, V)
+    s_flat, _ = proc.sigma_for(flat, 0)
+    s_peak, _ = proc.sigma_for(peaked, 0)
+    s_late, _ = proc.sigma_for(flat, 50)
+    assert s_flat is not None and s_peak is not None and s_late is not None
+    assert s_flat > s_peak and s_flat > s_late
+    double = PADProcessor(PADConfig(lambda_amp=2.0), prompt_length=0, generator=_gen())
+    assert math.isclose(double.sigma_for(flat, 0)[0] or 0.0, 2 * s_flat)
+
+
+def test_processors_are_reproducible_under_a_seeded_generator():
+    """The same seed gives the same output; another seed gives another one."""
+    scores = _flat_scores()
+    ids = torch.tensor([[0, 1]])
+
+    def run(seed: int) -> torch.Tensor:
+        return PADProcessor(PADConfig(), prompt_length=1, generator=_gen(seed))(ids, scores)
+
+    assert torch.equal(run(1), run(1))
+    assert not torch.equal(run(1), run(2))
+
+
+def test_copy_aware_noises_only_copying_tokens_and_only_the_top_k():
+    """Copy-aware PAD screens a token that extends a context run; the tail stays -inf."""
+    context = [10, 11, 12, 13, 14, 15]
+    cfg = CopyAwareConfig(max_copy_run=2, top_k=4, copy_budget=100)
+    proc = CopyAwareProcessor(cfg, prompt_length=1, generator=_gen(), context_ids=context)
+    prompt = [7]
+
+    def scores_for(token: int) -> torch.Tensor:
+        s = torch.zeros(1, V)
+        s[0, token] = 20.0
+        s[0, 40:44] = 5.0
+        return s
+
+    generated: list[int] = []
+    outputs = []
+    for tok in (10, 11, 12):
+        ids = torch.tensor([prompt + generated])
+        outputs.append(proc(ids, scores_for(tok)))
+        generated.append(tok)
+    # Tokens 10 and 11 start a run of 2 (allowed); 12 would make it 3 -> screened.
+    assert torch.equal(outputs[0], scores_for(10)) and torch.equal(outputs[1], scores_for(11))
+    screened = outputs[2]
+    finite = torch.isfinite(screened[0])
+    assert int(finite.sum()) == 4
+    assert bool(finite[12]) and not bool(finite[0])
+    assert [r.reasons for r in proc.ledger.records] == [(), (), ("copy",)]
+
+
+def test_copy_aware_ignores_runs_the_person_wrote():
+    """A run that also occurs in the public prompt (the question) is not screened."""
+    context = [10, 11, 12, 13]
+    cfg = CopyAwareConfig(max_copy_run=1, copy_budget=100)
+    proc = CopyAwareProcessor(
+        cfg, prompt_length=1, generator=_gen(), context_ids=context, public_ids=[10, 11, 12]
+    )
+    s = torch.zeros(1, V)
+    s[0, 11] = 20.0
+    assert torch.equal(proc(torch.tensor([[0, 10]]), s), s)
+
+
+def test_copy_aware_screens_pii_tokens():
+    """A distinctive token of a PII span of the context is screened."""
+    cfg = CopyAwareConfig()
+    proc = CopyAwareProcessor(
+        cfg, prompt_length=1, generator=_gen(), pii_ids=[30, 31, -1], pii_start_tokens={30}
+    )
+    s = torch.zeros(1, V)
+    s[0, 30] = 20.0
+    out = proc(torch.tensor([[0]]), s)
+    assert proc.ledger.records[0].reasons == ("pii",)
+    assert not torch.equal(out, s)
+
+
+def test_run_tracker_follows_the_longest_suffix():
+    """RunTracker counts consecutive tokens matching the sequence and restarts on a miss."""
+    tracker = RunTracker([1, 2, 3, 1, 2, 4])
+    assert tracker.extension_length(1) == 1
+    for tok in (1, 2):
+        tracker.advance(tok)
+    assert tracker.length == 2
+    assert tracker.extension_length(4) == 3 and tracker.extension_length(3) == 3
+    tracker.advance(9)
+    assert tracker.length == 0 and tracker.extension_length(9) == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "value"),
+    [
+        ("write to maria.lopez@example.org today", "email", "maria.lopez@example.org"),
+        ("call (415) 555-0187 please", "phone", "(415) 555-0187"),
+        ("record MRN-1234567 shows", "id", "MRN-1234567"),
+        ("born on 05/05/1960 in", "date", "05/05/1960"),
+        ("my name is Maria Lopez and", "name", "Maria Lopez"),
+    ],
+)
+def test_pii_spans_find_planted_identifiers(text, kind, value):
+    """The PII recogniser finds e-mails, phones, IDs, dates and cued names."""
+    spans = pii_spans(text)
+    assert any(s.text == value and s.kind == kind for s in spans), spans
+
+
+def test_pii_spans_skip_plain_lowercase_text():
+    """Ordinary lower-case clinical text has no PII-like span."""
+    assert pii_spans("the patient has a dry cough and mild fever for five days") == []
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [
+        ("magic", {}, "unknown defense"),
+        ("pad", {"sigma_base": -1}, "sigma_base"),
+        ("pad", {"tau_conf": 2}, "tau_conf"),
+        ("copy_aware", {"top_k": 1}, "top_k"),
+        ("copy_aware", {"bogus": 1}, "unknown parameter"),
+        ("bounded", {"epsilon": 0}, "epsilon"),
+        ("static", {"delta": 1.5}, "delta"),
+        ("none", {"sigma": 1}, "takes no parameters"),
+    ],
+)
+def test_bad_defense_parameters_are_refused_with_the_value(name, options, message):
+    """Invalid knobs raise InvalidParameterError naming what was wrong."""
+    with pytest.raises(InvalidParameterError, match=message):
+        DefenseConfig.from_options(name, options)
+
+
+def test_receipt_epsilon_matches_dp_accounting():
+    """The receipt's epsilon agrees with google dp-accounting's RDP accountant."""
+    dp_accounting = pytest.importorskip("dp_accounting")
+    from dp_accounting import rdp
+
+    sigmas = [3.0, 5.0, 8.0, 4.0] * 10
+    sensitivity = 2.0
+    ledger = NoiseLedger(sensitivity=sensitivity)
+    for i, s in enumerate(sigmas):
+        ledger.record(i, s)
+    ledger.record(len(sigmas), None)  # an unprotected token costs nothing
+    eps, _order = receipt_epsilon(ledger, 1e-6)
+    accountant = rdp.RdpAccountant()
+    for s in sigmas:
+        accountant.compose(dp_accounting.GaussianDpEvent(noise_multiplier=s / sensitivity))
+    reference = accountant.get_epsilon(1e-6)
+    assert eps == pytest.approx(reference, rel=0.02)
+
+
+def test_calibrate_sigma_hits_the_target_epsilon():
+    """calibrate_sigma returns the smallest sigma whose composition stays within epsilon."""
+    from py_core.accounting import gaussian_rdp_epsilon
+
+    sigma = calibrate_sigma(8.0, 4.0, 1e-6, 64)
+    eps = gaussian_rdp_epsilon([sigma] * 64, 4.0, 1e-6)[0]
+    assert eps <= 8.0 and eps == pytest.approx(8.0, rel=1e-3)
+    assert gaussian_rdp_epsilon([sigma * 0.99] * 64, 4.0, 1e-6)[0] > 8.0
+
+
+def test_bounded_fusion_restricts_to_public_top_k_and_spends_epsilon():
+    """The bounded mechanism only emits public top-k tokens and accounts every token."""
+    cfg = BoundedConfig(epsilon=4.0, clip=1.0, top_k=3)
+    fusion = BoundedFusion(cfg, max_tokens=8, generator=_gen())
+    public = torch.zeros(1, V)
+    public[0, [3, 4, 5]] = torch.tensor([5.0, 4.0, 3.0])
+    private = public.clone()
+    private[0, 50] = 100.0  # the private context wants a token the public model would not say
+    for _ in range(8):
+        out = fusion(private, public)
+        assert set(torch.nonzero(torch.isfinite(out[0])).flatten().tolist()) == {3, 4, 5}
+    receipt = build_receipt(DefenseConfig("bounded", cfg), fusion.ledger, 8)
+    assert receipt.epsilon is not None and receipt.epsilon <= 4.0 + 1e-6
+    assert receipt.gamma == 1.0 and receipt.meaningful and receipt.formal
+
+
+def test_receipt_says_when_epsilon_means_nothing():
+    """A huge epsilon is called meaningless in words, not presented as protection."""
+    ledger = NoiseLedger(sensitivity=200.0)
+    ledger.record(0, 0.5)
+    receipt = build_receipt(DefenseConfig("pad"), ledger, 3)
+    assert receipt.epsilon is not None and receipt.epsilon > 10
+    assert not receipt.meaningful
+    assert "far too large to mean anything" in receipt.statement
+    none = build_receipt(DefenseConfig("none"), None, 3)
+    assert "no privacy protection" in none.statement and none.epsilon is None
+
+
+def test_copy_aware_receipt_is_never_called_a_guarantee():
+    """Copy-aware receipts are nominal: formal=False whatever the number."""
+    ledger = NoiseLedger(sensitivity=2.0)
+    ledger.record(0, 1000.0)
+    receipt = build_receipt(DefenseConfig("copy_aware"), ledger, 10)
+    assert not receipt.formal and not receipt.meaningful
+    assert "not a differential-privacy guarantee" in receipt.statement
+    assert receipt.to_dict()["gamma"] == pytest.approx(0.1)
