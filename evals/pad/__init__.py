@@ -16,12 +16,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny run for CI (about 2 min)")
     parser.add_argument("--out", type=Path, default=None, help="report folder")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument(
+        "--shard", default=None, help="I/N: run every N-th configuration from I (parallel runs)"
+    )
+    parser.add_argument("--merge", action="store_true", help="merge shard results into a report")
 
 
 def run(args: argparse.Namespace) -> int:
-    from evals.pad.runner import run_evaluation
+    from evals.pad.runner import merge_shards, run_evaluation
+    from py_core.errors import InvalidParameterError
 
     out = args.out or Path("docs/pad" if not args.smoke else "build/pad-smoke")
-    run_evaluation(args.smoke, out, threads=args.threads)
+    if args.merge:
+        merge_shards(out)
+        print(f"report: {out / 'report.md'}")
+        return 0
+    shard = None
+    if args.shard:
+        try:
+            i, n = (int(x) for x in args.shard.split("/"))
+        except ValueError:
+            raise InvalidParameterError(f"--shard must look like 0/3; got {args.shard!r}") from None
+        if not 0 <= i < n:
+            raise InvalidParameterError(f"--shard {args.shard!r}: need 0 <= I < N")
+        shard = (i, n)
+    run_evaluation(args.smoke, out, threads=args.threads, shard=shard)
+    if shard is not None:
+        return 0
     print(f"report: {out / 'report.md'}")
     return 0

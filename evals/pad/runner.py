@@ -83,7 +83,18 @@ def _answer_nll(model: Any, prompt_ids: list[int], answer_ids: list[int]) -> tup
     return float(-logp.gather(-1, target[:, None]).sum()), len(answer_ids)
 
 
-def run_evaluation(smoke: bool, out: Path, threads: int = 1, log: Any = print) -> dict[str, Any]:
+def run_evaluation(
+    smoke: bool,
+    out: Path,
+    threads: int = 1,
+    log: Any = print,
+    shard: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """Run the evaluation; with ``shard=(i, n)`` only every n-th configuration from i.
+
+    A sharded run writes ``shards/shard-i-of-n.json`` under ``out``; :func:`merge_shards`
+    combines them into the report (shards can run as parallel processes).
+    """
     import torch
 
     from companion.decoding.config import DefenseConfig
@@ -116,7 +127,10 @@ def run_evaluation(smoke: bool, out: Path, threads: int = 1, log: Any = print) -
         results["prompts"].append(
             {"kind": p.kind, "record": p.record_id, "text": p.text, "retrieved": chunks}
         )
-    for ci, cfg in enumerate(configurations(smoke)):
+    all_configs = configurations(smoke)
+    for ci, cfg in enumerate(all_configs):
+        if shard is not None and ci % shard[1] != shard[0]:
+            continue
         defense = DefenseConfig.from_options(cfg.defense, cfg.params)
         t0 = time.time()
         rows = []
@@ -159,14 +173,14 @@ def run_evaluation(smoke: bool, out: Path, threads: int = 1, log: Any = print) -
         summary = summarise(rows)
         summary.update(label=cfg.label, defense=cfg.defense, params=cfg.params, group=cfg.group)
         summary["seconds"] = elapsed
+        summary["index"] = ci
         results["configs"].append({"summary": summary, "rows": rows})
         log(
-            f"[{ci + 1}/{len(configurations(smoke))}] {cfg.label}: repeat20={summary['repeat20']} "
+            f"[{ci + 1}/{len(all_configs)}] {cfg.label}: repeat20={summary['repeat20']} "
             f"rouge={summary['rouge_leak']} pii={summary['pii_found']}/{summary['pii_available']} "
             f"ppl={summary['benign_ppl']:.3f} correct={summary['correct']}/{summary['benign']} "
             f"({elapsed:.0f} s)"
         )
-    _relative(results)
     results["meta"] = {
         "smoke": smoke,
         "sizes": sizes.__dict__,
@@ -177,11 +191,42 @@ def run_evaluation(smoke: bool, out: Path, threads: int = 1, log: Any = print) -
         "example_record": by_id[0].text,
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1))
+    if shard is not None:
+        folder = out / "shards"
+        folder.mkdir(exist_ok=True)
+        path = folder / f"shard-{shard[0]}-of-{shard[1]}.json"
+        path.write_text(json.dumps(results))
+        log(f"shard written: {path}")
+        return results
+    return finish(results, out)
+
+
+def finish(results: dict[str, Any], out: Path) -> dict[str, Any]:
     from evals.pad.report import write_report
 
+    results["configs"].sort(key=lambda c: c["summary"]["index"])
+    _relative(results)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
     write_report(results, out)
     return results
+
+
+def merge_shards(out: Path) -> dict[str, Any]:
+    """Combine ``out/shards/*.json`` into one results file and report."""
+    from py_core.errors import InvalidParameterError
+
+    paths = sorted((out / "shards").glob("shard-*.json"))
+    if not paths:
+        raise InvalidParameterError(f"no shard results under {out / 'shards'}")
+    parts = [json.loads(p.read_text()) for p in paths]
+    merged = parts[0]
+    for part in parts[1:]:
+        merged["configs"].extend(part["configs"])
+    merged["meta"]["seconds"] = max(p["meta"]["seconds"] for p in parts)
+    merged["meta"]["shards"] = len(parts)
+    if not any(c["summary"]["defense"] == "none" for c in merged["configs"]):
+        raise InvalidParameterError("the shards do not include the 'none' baseline")
+    return finish(merged, out)
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
