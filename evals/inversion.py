@@ -45,21 +45,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--windows", type=int, default=100, help="10-token news windows")
     parser.add_argument("--window-length", type=int, default=10)
-    parser.add_argument("--long-windows", type=int, default=10, help="windows of --long-length")
+    parser.add_argument("--long-windows", type=int, default=5, help="windows of --long-length")
     parser.add_argument("--long-length", type=int, default=32)
-    parser.add_argument("--code-windows", type=int, default=5, help="10-token Python code windows")
-    parser.add_argument("--random-windows", type=int, default=5, help="10 uniformly random tokens")
+    parser.add_argument("--code-windows", type=int, default=3, help="10-token Python code windows")
+    parser.add_argument("--random-windows", type=int, default=2, help="10 uniformly random tokens")
     parser.add_argument(
-        "--published-tokens", type=int, default=3, help="positions run with the published method"
+        "--published-tokens", type=int, default=2, help="positions run with the published method"
     )
     parser.add_argument("--published-steps", type=int, default=1000, help="K")
     parser.add_argument("--published-candidates", type=int, default=2000, help="C")
     parser.add_argument(
         "--sigmas",
-        default="0,1e-4,1e-3,1e-2,3e-2,1e-1,3e-1,1",
+        default="0,1e-3,1e-2,3e-2,1e-1,3e-1,1",
         help="comma-separated noise levels for the sigma curve",
     )
-    parser.add_argument("--sigma-windows", type=int, default=10)
+    parser.add_argument("--sigma-windows", type=int, default=5)
     parser.add_argument("--starved-candidates", type=int, default=1, help="C of the starved search")
     parser.add_argument("--seed", type=int, default=2024, help="window sampling and noise seed")
 

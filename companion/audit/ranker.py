@@ -142,9 +142,35 @@ class SetupArtifacts:
         orders.append(torch.argsort(first))
         if states.shape[0] > 1:
             prior = target.prior_logprobs(states[:-1])
-            scores = self.ranker(states[1:], states[:-1], prior, target.embedding.float())
-            orders.extend(torch.argsort(scores, dim=-1, descending=True))
+            embedding = target.embedding.float()
+            scores = self.ranker(states[1:], states[:-1], prior, embedding)
+            with_prior = torch.argsort(scores, dim=-1, descending=True)
+            if prior is None:
+                orders.extend(with_prior)
+            else:
+                # Unfamiliar tokens (random ids, rare names) are what the model's own
+                # prediction rules out: after the first PRIOR_FIRST candidates, try the
+                # ranker's reading of the state alone before the long tail.
+                alone = self.ranker(states[1:], states[:-1], None, embedding)
+                without = torch.argsort(alone, dim=-1, descending=True)
+                orders.extend(
+                    _merge(with_prior[i], without[i], self.table.shape[0])
+                    for i in range(with_prior.shape[0])
+                )
         return [o.cpu() for o in orders]
+
+
+PRIOR_FIRST = 576
+STATE_NEXT = 3072
+
+
+def _merge(with_prior: torch.Tensor, without: torch.Tensor, vocab: int) -> torch.Tensor:
+    """with_prior[:PRIOR_FIRST], then without[:STATE_NEXT], then the rest; each id once."""
+    head = torch.cat([with_prior[:PRIOR_FIRST], without[:STATE_NEXT], with_prior])
+    pos = torch.arange(head.shape[0])
+    first = torch.full((vocab,), head.shape[0], dtype=torch.long)
+    first = first.scatter_reduce(0, head, pos, reduce="amin")
+    return head[first[head] == pos]
 
 
 def is_ready(target: TargetModel) -> bool:

@@ -65,6 +65,16 @@ def test_fast_path_recovers_and_proves_every_token(tiny):
     assert result.text == target.decode(ids)
 
 
+def test_candidate_orders_are_permutations_of_the_vocabulary(tiny):
+    """Every position's candidate order lists each token exactly once (exhaustive fallback)."""
+    target, artifacts, _ = tiny
+    states = target.hidden_states(target.encode(TEXT))
+    orders = artifacts.rank(target, states)
+    assert len(orders) == states.shape[0]
+    for order in orders:
+        assert torch.equal(torch.sort(order).values, torch.arange(target.vocab_size))
+
+
 def test_fast_path_does_not_need_the_text(tiny):
     """Inverting states without ground truth gives the same tokens (truth is only for scoring)."""
     target, artifacts, _ = tiny
