@@ -107,6 +107,7 @@ def generate_tokens(
     stop: Sequence[str] = (),
     cancel: threading.Event | None = None,
     result: GenerationResult | None = None,
+    ignore_eos: bool = False,
 ) -> Iterator[str]:
     """Generate an answer, yielding printable text deltas; ``result`` gets the rest."""
     if max_new_tokens < 1:
@@ -142,7 +143,7 @@ def generate_tokens(
             pub = torch.tensor([list(public_prompt_ids)], dtype=torch.long, device=device)
             pfwd = model(input_ids=pub, use_cache=True, logits_to_keep=1)
             pub_past, pub_logits = pfwd.cache, pfwd.logits[:, -1, :].float()
-        stops = eos_ids(model, tokenizer)
+        stops = set() if ignore_eos else eos_ids(model, tokenizer)
         emitted = 0
         generated: list[int] = []
         for _ in range(max_new_tokens):
