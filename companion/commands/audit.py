@@ -48,6 +48,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     invert.add_argument("--lr", type=float, default=0.01, help="gradient method: learning rate")
     invert.add_argument("--seed", type=int, default=None, help="seed (noise, gradient init)")
     invert.add_argument("--json", dest="json_out", help="write the full result as JSON here")
+    invert.add_argument(
+        "--save-states",
+        help="also save the states that were inverted (.safetensors/.pt/.npy) with the model id",
+    )
     invert.set_defaults(func=_invert)
 
 
@@ -132,6 +136,12 @@ def _invert(args: argparse.Namespace) -> int:
                 f"{event['token']!r} {event['status']} loss={event['discrete_loss']:.1e}"
             )
 
+    if args.save_states:
+        from companion.audit.inputs import save_states
+        from companion.audit.service import prepare_states
+
+        states, _ = prepare_states(target, request)
+        save_states(args.save_states, states, identity=target.identity, layer=target.layer)
     result = run_inversion(target, request, progress=progress)
     for bar in bars.values():
         bar.close()

@@ -376,6 +376,19 @@ def test_cli_inverts_a_text_and_writes_json(tiny, tmp_path, capsys):
     assert "every token proven" in capsys.readouterr().out
 
 
+def test_cli_saves_states_that_invert_back(tiny, tmp_path):
+    """--save-states writes a file that `veil audit invert --states` turns back into the text."""
+    from companion.cli import main
+
+    _, _, folder = tiny
+    path = tmp_path / "leak.safetensors"
+    model = ["--model", str(folder), "--device", "cpu"]
+    assert main(["audit", "invert", *model, "--text", "Baker St", "--save-states", str(path)]) == 0
+    out = tmp_path / "r.json"
+    assert main(["audit", "invert", *model, "--states", str(path), "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["text"] == "Baker St"
+
+
 def test_cli_reports_bad_input_as_an_error(tiny, tmp_path, capsys):
     """A wrong-width state file is a one-line error and exit code 2, not a traceback."""
     from companion.cli import main
