@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             rag.ingest(f"d{r.id}.txt", r.text.encode(), "bench")
         rag.search("warm up", "bench", 2)
 
-        def prompt_for(q: str):  # type: ignore[no-untyped-def]
+        def prompt_for(q: str) -> Any:
             chunks = [h.text for h in rag.search(q, "bench", 2)]
             return build_prompt(lm.tokenizer, [{"role": "user", "content": q}], chunks)
 

@@ -86,6 +86,58 @@ def build_processor(
     return None
 
 
+class _PairedPasses:
+    """The private and the public prompt decoded together as a left-padded batch of two.
+
+    One forward pass per token serves both, so the two-pass mechanism costs
+    far less than twice a single pass on hardware that is memory-bound at
+    batch size one.
+    """
+
+    def __init__(self, model: Any, private: list[int], public: list[int], device: Any) -> None:
+        self.model = model
+        width = max(len(private), len(public))
+        rows, mask = [], []
+        for seq in (private, public):
+            pad = width - len(seq)
+            rows.append([0] * pad + seq)
+            mask.append([0] * pad + [1] * len(seq))
+        self.mask = torch.tensor(mask, dtype=torch.long, device=device)
+        positions = (self.mask.cumsum(-1) - 1).clamp_min(0)
+        fwd = model(
+            input_ids=torch.tensor(rows, dtype=torch.long, device=device),
+            attention_mask=self.mask,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        self.cache = fwd.cache
+        self.positions = positions[:, -1:]
+        self._logits = fwd.logits[:, -1, :].float()
+
+    @property
+    def private_logits(self) -> torch.Tensor:
+        return self._logits[0:1]
+
+    @property
+    def public_logits(self) -> torch.Tensor:
+        return self._logits[1:2]
+
+    def step(self, token: int) -> None:
+        device = self.mask.device
+        self.mask = torch.cat([self.mask, torch.ones(2, 1, dtype=torch.long, device=device)], 1)
+        self.positions = self.positions + 1
+        fwd = self.model(
+            input_ids=torch.tensor([[token], [token]], dtype=torch.long, device=device),
+            attention_mask=self.mask,
+            position_ids=self.positions,
+            cache=self.cache,
+            use_cache=True,
+        )
+        self.cache = fwd.cache
+        self._logits = fwd.logits[:, -1, :].float()
+
+
 def _choose(scores: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
     if temperature <= 0:
         return int(torch.argmax(scores[0]))
@@ -127,11 +179,8 @@ def generate_tokens(
         public_ids=public_prompt_ids or (),
     )
     fusion: BoundedFusion | None = None
-    pub_logits: torch.Tensor | None = None
-    pub_past: Any = None
+    pair: _PairedPasses | None = None
     with torch.inference_mode():
-        fwd = model(input_ids=ids, use_cache=True, logits_to_keep=1)
-        past, logits = fwd.cache, fwd.logits[:, -1, :].float()
         if defense.name == "bounded":
             if public_prompt_ids is None:
                 raise InvalidParameterError("the bounded defense needs the public prompt")
@@ -140,9 +189,11 @@ def generate_tokens(
                 max_tokens=max_new_tokens,
                 generator=generator,
             )
-            pub = torch.tensor([list(public_prompt_ids)], dtype=torch.long, device=device)
-            pfwd = model(input_ids=pub, use_cache=True, logits_to_keep=1)
-            pub_past, pub_logits = pfwd.cache, pfwd.logits[:, -1, :].float()
+            pair = _PairedPasses(model, list(prompt_ids), list(public_prompt_ids), device)
+            past, logits = None, pair.private_logits
+        else:
+            fwd = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+            past, logits = fwd.cache, fwd.logits[:, -1, :].float()
         stops = set() if ignore_eos else eos_ids(model, tokenizer)
         emitted = 0
         generated: list[int] = []
@@ -151,8 +202,8 @@ def generate_tokens(
                 out.finish_reason = "cancelled"
                 break
             if fusion is not None:
-                assert pub_logits is not None
-                scores = fusion(logits, pub_logits)
+                assert pair is not None
+                scores = fusion(logits, pair.public_logits)
             elif processor is not None:
                 scores = processor(ids, logits)
             else:
@@ -176,11 +227,12 @@ def generate_tokens(
                 break
             step = torch.tensor([[token]], dtype=torch.long, device=device)
             ids = torch.cat([ids, step], dim=1)
-            fwd = model(input_ids=step, cache=past, use_cache=True)
-            past, logits = fwd.cache, fwd.logits[:, -1, :].float()
-            if fusion is not None:
-                pfwd = model(input_ids=step, cache=pub_past, use_cache=True)
-                pub_past, pub_logits = pfwd.cache, pfwd.logits[:, -1, :].float()
+            if pair is not None:
+                pair.step(token)
+                logits = pair.private_logits
+            else:
+                fwd = model(input_ids=step, cache=past, use_cache=True)
+                past, logits = fwd.cache, fwd.logits[:, -1, :].float()
     final = tokenizer.decode(generated, skip_special_tokens=True)
     if out.finish_reason == "stop":
         hit = next((s for s in stop if s and s in final), None)
