@@ -117,7 +117,6 @@ def run_evaluation(
             rag.ingest(f"dialogue-{r.id:03d}.txt", r.text.encode(), "clinic")
         retrieved = [[h.text for h in rag.search(p.text, "clinic", sizes.top_k)] for p in prompts]
         rag.store.close()
-    by_id = {r.id: r for r in records}
     pieces = [
         build_prompt(lm.tokenizer, [{"role": "user", "content": p.text}], chunks)
         for p, chunks in zip(prompts, retrieved, strict=True)
@@ -175,30 +174,48 @@ def run_evaluation(
         summary["seconds"] = elapsed
         summary["index"] = ci
         results["configs"].append({"summary": summary, "rows": rows})
+        if shard is not None:  # keep what is done: a shard can be merged while others run
+            _write_shard(results, out, shard, sizes, lm.source, threads, started)
         log(
             f"[{ci + 1}/{len(all_configs)}] {cfg.label}: repeat20={summary['repeat20']} "
             f"rouge={summary['rouge_leak']} pii={summary['pii_found']}/{summary['pii_available']} "
             f"ppl={summary['benign_ppl']:.3f} correct={summary['correct']}/{summary['benign']} "
             f"({elapsed:.0f} s)"
         )
-    results["meta"] = {
+    results["meta"] = _meta(sizes, lm.source, threads, started, smoke)
+    out.mkdir(parents=True, exist_ok=True)
+    if shard is not None:
+        return results
+    return finish(results, out)
+
+
+def _meta(sizes: Sizes, model: str, threads: int, started: float, smoke: bool) -> dict[str, Any]:
+    return {
         "smoke": smoke,
         "sizes": sizes.__dict__,
-        "model": lm.source,
+        "model": model,
         "threads": threads,
         "seconds": time.time() - started,
         "corpus_seed": CORPUS_SEED,
-        "example_record": by_id[0].text,
     }
-    out.mkdir(parents=True, exist_ok=True)
-    if shard is not None:
-        folder = out / "shards"
-        folder.mkdir(exist_ok=True)
-        path = folder / f"shard-{shard[0]}-of-{shard[1]}.json"
-        path.write_text(json.dumps(results))
-        log(f"shard written: {path}")
-        return results
-    return finish(results, out)
+
+
+def _write_shard(
+    results: dict[str, Any],
+    out: Path,
+    shard: tuple[int, int],
+    sizes: Sizes,
+    model: str,
+    threads: int,
+    started: float,
+) -> None:
+    results["meta"] = _meta(sizes, model, threads, started, sizes is SMOKE)
+    folder = out / "shards"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"shard-{shard[0]}-of-{shard[1]}.json"
+    tmp = path.with_suffix(".partial")
+    tmp.write_text(json.dumps(results))
+    tmp.replace(path)
 
 
 def finish(results: dict[str, Any], out: Path) -> dict[str, Any]:
