@@ -1,0 +1,69 @@
+"""The chat page in real Chromium against a real companion (uvicorn on a free port)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_chat_page_uploads_asks_and_shows_the_receipt(tmp_path):
+    """Token, upload, a streamed answer with its receipt and citation, and the audit link."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("chromium is not installed")
+    import uvicorn
+    from playwright.sync_api import sync_playwright
+
+    from companion.app import create_app
+    from companion.settings import Settings
+
+    models = os.path.expanduser("~/.veil/models")
+    if os.path.isdir(models):
+        os.symlink(models, tmp_path / "models")
+    port = _free_port()
+    app = create_app(Settings(home=tmp_path, port=port))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.time() + 120
+        while not server.started:
+            assert time.time() < deadline and thread.is_alive(), "the companion did not start"
+            time.sleep(0.2)
+        note = tmp_path / "visit.txt"
+        note.write_text("Doctor: for the sprained ankle, rest, ice and ibuprofen 400 mg.")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.fill("#token", app.state.token)
+            page.click("#save-token")
+            page.wait_for_selector("#token-state:has-text('Connected')")
+            page.fill("#new-collection", "visits")
+            page.set_input_files("#files", str(note))
+            page.click("#upload")
+            page.wait_for_selector("#doc-list li:has-text('visit.txt')", timeout=60_000)
+            page.fill("#max-tokens", "12")
+            page.fill("#prompt", "What should I take for the ankle?")
+            page.click("#send")
+            page.wait_for_selector(".msg.assistant .receipt", timeout=120_000)
+            receipt = page.inner_text(".msg.assistant .receipt")
+            assert "Receipt:" in receipt
+            assert "visit.txt" in page.inner_text(".msg.assistant .citations")
+            assert page.get_attribute("nav a[href='/static/audit.html']", "href")
+            browser.close()
+    finally:
+        server.should_exit = True
+        thread.join(30)
