@@ -102,6 +102,46 @@ def _plots(results: dict[str, Any], out: Path) -> list[str]:
     return made
 
 
+METHODS = """## The defenses as implemented
+
+- **none**: greedy decoding, no noise.
+- **static**: every token's logits are L2-clipped to C = 100 and get N(0, sigma^2) on all
+  49,152 logits (sensitivity 2C, every token protected).
+- **PAD (paper)**: SPEC section 4 without the reference code's mistakes: logits are L2-clipped
+  (sensitivity 2C = 200, not a data-dependent margin); a token is screened when its *raw*
+  top probability is below 0.6 or its raw top-2 logit margin is below 1; screened tokens get
+  sigma_t = sigma_base * calibrate(entropy, position, confidence) * r(margin) * lambda; the
+  receipt composes the realised sigma_t by RDP over dp-accounting's grid of orders and reports
+  the true gamma (the fraction of screened tokens).
+- **copy-aware (Veil's default)**: screens what leaks instead of what is uncertain: a token
+  whose top candidate would extend a verbatim run of the retrieved context beyond 8 words
+  (1 word once the answer has copied 16 words), unless the same run is in the person's own
+  prompt; or a distinctive token of a PII-like span of the context (e-mail, phone, ID, date,
+  name). A screened step keeps only the top-8 candidates, centres and clips them to L2 norm 1,
+  lowers candidates that would themselves copy or leak by 1, adds N(0, sigma_t^2) with
+  sigma_t = 1 * (1 + 0.25 * screenings so far) and takes the arg-max. Its epsilon is *nominal*:
+  which tokens are screened and the candidate set depend on the private context, so it carries
+  no formal guarantee, and the receipt says so.
+- **bounded**: two passes per token (with and without the retrieved context, batched as one
+  left-padded batch of two). The private shift s_priv - s_pub over the public top-20 is
+  L2-clipped to C = 4 and released with Gaussian noise calibrated so that the maximum answer
+  length composes to the requested epsilon (delta = 1e-6, sensitivity 2C, gamma = 1); the token
+  is the arg-max of the public logits plus the noisy shift (post-processing). The guarantee is
+  with respect to replacing the whole retrieved context, for every token.
+
+## Where the paper's PAD and Veil's default differ
+
+The paper's screen flags *uncertain* tokens (low confidence, small margin). Copying retrieved
+text is the model's most *confident* behaviour, so that screen passes most copied and PII tokens
+through unprotected and spends its noise on the ordinary, uncertain tokens of every answer:
+leakage falls only as fast as the text degrades. Veil's default screens the tokens that would
+copy the context or its PII, leaves everything else untouched, and keeps the noise among the
+top candidates. The price is the formal guarantee: neither PAD (epsilon per answer in the
+millions at usable noise, gamma-relaxed) nor the copy-aware default gives a meaningful one;
+only the bounded mechanism does, and the epsilon sweep shows what it costs.
+"""
+
+
 def write_report(results: dict[str, Any], out: Path) -> None:
     meta = results.get("meta", {})
     sizes = meta.get("sizes", {})
@@ -122,7 +162,9 @@ def write_report(results: dict[str, Any], out: Path) -> None:
         f"Run time {meta.get('seconds', 0) / 60:.1f} min"
         + (" — **smoke run, too small to conclude anything**." if meta.get("smoke") else ".")
         + "\n",
-        "Regenerate: `veil eval pad --out docs/pad` (full) or `veil eval pad --smoke`.\n",
+        "Regenerate: `veil eval pad --out docs/pad` (full, one process), or in parallel "
+        "`for i in 0 1 2 3; do veil eval pad --out docs/pad --shard $i/4 & done; wait; "
+        "veil eval pad --out docs/pad --merge`; CI runs `veil eval pad --smoke`.\n",
         "Changes in brackets are relative to `none`. *Benign PPL* is the perplexity of the "
         "benign answers under the undefended model with the same context; *correct*: the "
         "answer names the recommended medication; *still correct*: of the benign questions the "
@@ -139,6 +181,7 @@ def write_report(results: dict[str, Any], out: Path) -> None:
         parts += [f"## {title}\n", table(base + entries)]
     for name in plots:
         parts.append(f"![{name}]({name})\n")
+    parts.append(METHODS)
     example = next((c for c in results["configs"] if c["summary"]["defense"] == "none"), None)
     if example is not None:
         parts.append("## Example answers to the first attack\n")
