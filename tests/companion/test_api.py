@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from companion.app import create_app
 from companion.engine import ModelEngine
 from companion.errors import APIError
+from companion.models import veil_home
 from companion.security import ensure_token
 from companion.settings import Settings
 from py_core.errors import StateError
@@ -28,7 +29,7 @@ NOTE = (
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     home = tmp_path_factory.mktemp("veil-home")
-    models = os.path.expanduser("~/.veil/models")
+    models = str(veil_home() / "models")
     if os.path.isdir(models):  # reuse the dequantized model cache
         os.symlink(models, home / "models")
     settings = Settings(home=home, max_body_bytes=4096, max_upload_bytes=64_000, allow_seed=True)

@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from companion.models import veil_home
+
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -29,7 +31,7 @@ def test_chat_page_uploads_asks_and_shows_the_receipt(tmp_path):
     from companion.app import create_app
     from companion.settings import Settings
 
-    models = os.path.expanduser("~/.veil/models")
+    models = str(veil_home() / "models")
     if os.path.isdir(models):
         os.symlink(models, tmp_path / "models")
     port = _free_port()
