@@ -15,7 +15,8 @@ from e2e.harness import (
 )
 from py_core.sanitize import DEFAULT_HEADER
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# A hung browser call fails its test instead of stalling the run.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]
 
 PROMPT = (
     "Patient Maria Keller was admitted on Tuesday with chest pain.\n"

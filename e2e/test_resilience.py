@@ -22,7 +22,8 @@ from e2e.harness import (
 from e2e.recorder import Recorder
 from e2e.test_rootguard import set_up_rootguard
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# A hung browser call fails its test instead of stalling the run.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]
 
 PROMPT = "My account number is 4412 9981 and my PIN is 3321, please help."
 

@@ -11,7 +11,8 @@ from e2e.harness import Browser, history, type_prompt, wait_for_records, wait_sa
 from e2e.recorder import Recorder
 from py_core.rootguard import api
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# A hung browser call fails its test instead of stalling the run.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]
 
 TRUE_VALUES = {"age": 52, "weight_kg": 81, "height_cm": 175}
 PROMPT = "I am 52 years old, I weigh 81 kg and my height is 175 cm. Is my weight healthy?"

@@ -10,7 +10,8 @@ from e2e.harness import Browser, history, set_range, type_prompt, wait_for_recor
 from py_core import krr
 from py_core.sanitize import DEFAULT_HEADER
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# A hung browser call fails its test instead of stalling the run.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]
 
 HOST = "chatgpt.com"
 # 300 letters in 50 six-letter words: enough characters for a frequency check.
@@ -106,3 +107,28 @@ def test_settings_messages_are_refused_from_web_pages(browser: Browser) -> None:
         browser.storage().get("settings") is None
         or browser.storage()["settings"]["sites"]["chatgpt"]["enabled"]
     )
+
+
+def badge(browser: Browser, host: str) -> str:
+    return str(
+        browser.evaluate(
+            """async (host) => {
+                const [tab] = await chrome.tabs.query({url: `https://${host}/*`});
+                return chrome.action.getBadgeText({tabId: tab.id});
+            }""",
+            host,
+        )
+    )
+
+
+def test_badge_shows_the_site_state(browser: Browser) -> None:
+    """The toolbar badge says "on" on a protected site and "off" once turned off."""
+    page = browser.open_site(HOST)
+    page.wait_for_timeout(300)
+    assert badge(browser, HOST) == "on"
+    popup = browser.popup(HOST)
+    before = popup.evaluate("() => document.body.dataset.saved || null")
+    popup.uncheck("#enabled")
+    wait_saved(popup, before)
+    page.wait_for_timeout(300)
+    assert badge(browser, HOST) == "off"

@@ -54,7 +54,7 @@ export function normalizeSettings(stored) {
 
 export function validateEpsilon(value) {
   const eps = Number(value);
-  if (typeof value === "boolean" || !Number.isFinite(eps) || eps < EPSILON_MIN || eps > EPSILON_MAX) {
+  if (typeof value !== "number" || !Number.isFinite(eps) || eps < EPSILON_MIN || eps > EPSILON_MAX) {
     throw new Error(`epsilon must be a number from ${EPSILON_MIN} to ${EPSILON_MAX}; got ${JSON.stringify(value)}`);
   }
   return eps;

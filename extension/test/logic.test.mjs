@@ -1,0 +1,89 @@
+// Unit tests of the extension's pure logic (no browser): node --test extension/test/
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { PRIVILEGED, Msg, envelopeError, isExtensionPage } from "../src/messages.js";
+import { DEFAULT_SITE, defaultSettings, effectiveHeader, normalizeSettings, patchSite, validateEpsilon } from "../src/settings.js";
+import { SITES, builtinMatchPatterns, customSiteId, originMatchPattern, parseCustomOrigin, siteForUrl } from "../src/sites.js";
+
+test("every built-in site is found from its URL and nothing else is", () => {
+  for (const site of SITES) {
+    const path = site.pathPrefix ? `${site.pathPrefix}/abc` : "/c/123";
+    assert.equal(siteForUrl(`https://${site.hosts[0]}${path}`)?.id, site.id);
+  }
+  assert.equal(siteForUrl("https://huggingface.co/models"), null, "HuggingChat only under /chat");
+  assert.equal(siteForUrl("http://chatgpt.com/"), null, "plain http is not the real site");
+  assert.equal(siteForUrl("https://evil-chatgpt.com/"), null);
+  assert.equal(siteForUrl("not a url"), null);
+});
+
+test("the table covers the ten sites the issue names, with selectors", () => {
+  assert.deepEqual(
+    SITES.map((s) => s.id),
+    ["chatgpt", "claude", "gemini", "copilot", "perplexity", "mistral", "deepseek", "grok", "poe", "huggingchat"],
+  );
+  for (const site of SITES) {
+    assert.ok(site.editor.length > 0 && site.send.length > 0, site.id);
+  }
+  assert.ok(builtinMatchPatterns().every((p) => /^https:\/\/[a-z.]+\/\*$/.test(p)));
+});
+
+test("custom origins are normalised or refused with a clear message", () => {
+  assert.equal(parseCustomOrigin("chat.example.com/path"), "https://chat.example.com");
+  assert.equal(parseCustomOrigin("http://localhost:8080/x"), "http://localhost:8080");
+  assert.throws(() => parseCustomOrigin(""), /Type the address/);
+  assert.throws(() => parseCustomOrigin("ftp://x.org"), /Only http and https/);
+  assert.throws(() => parseCustomOrigin("https://"), /not a web address/);
+  assert.equal(originMatchPattern("http://localhost:8080"), "http://localhost/*");
+  assert.equal(customSiteId("https://a.b"), "custom:https://a.b");
+});
+
+test("settings fill in new sites and fields without touching what is set", () => {
+  const stored = { header: "", sites: { chatgpt: { enabled: false, epsilon: 3 } }, custom: { "custom:https://x.y": { origin: "https://x.y" } } };
+  const s = normalizeSettings(stored);
+  assert.equal(s.header, "");
+  assert.deepEqual(s.sites.chatgpt, { ...DEFAULT_SITE, enabled: false, epsilon: 3 });
+  assert.deepEqual(s.sites.claude, DEFAULT_SITE);
+  assert.deepEqual(s.sites["custom:https://x.y"], DEFAULT_SITE);
+  assert.deepEqual(normalizeSettings(undefined), defaultSettings());
+});
+
+test("site patches are validated, naming the bad value", () => {
+  assert.equal(patchSite(DEFAULT_SITE, { epsilon: 2.5 }).epsilon, 2.5);
+  assert.throws(() => patchSite(DEFAULT_SITE, { epsilon: 0.1 }), /from 0.5 to 11; got 0.1/);
+  assert.throws(() => patchSite(DEFAULT_SITE, { epsilon: "7" }), /got "7"/);
+  assert.throws(() => patchSite(DEFAULT_SITE, { mode: "all" }), /mode must be one of text, numbers, both; got "all"/);
+  assert.throws(() => patchSite(DEFAULT_SITE, { enabled: "yes" }), /true or false/);
+  assert.throws(() => patchSite(DEFAULT_SITE, { colour: 1 }), /unknown site setting "colour"/);
+  assert.throws(() => validateEpsilon(true), /got true/);
+  assert.throws(() => validateEpsilon(Number.NaN));
+});
+
+test("a site's own header wins over the global one", () => {
+  const s = defaultSettings();
+  assert.equal(effectiveHeader(s, "chatgpt"), null);
+  s.header = "G";
+  assert.equal(effectiveHeader(s, "chatgpt"), "G");
+  s.sites.chatgpt.header = "";
+  assert.equal(effectiveHeader(s, "chatgpt"), "");
+});
+
+test("only the extension's own pages may send privileged messages", () => {
+  const id = "abc";
+  const origin = "chrome-extension://abc/";
+  assert.ok(isExtensionPage({ id, url: "chrome-extension://abc/popup.html", origin: "chrome-extension://abc" }, id, origin));
+  assert.ok(!isExtensionPage({ id, url: "https://chatgpt.com/", origin: "https://chatgpt.com", tab: { id: 1 } }, id, origin));
+  assert.ok(!isExtensionPage({ id: "other", url: "chrome-extension://other/popup.html" }, id, origin));
+  assert.ok(!isExtensionPage(undefined, id, origin));
+  for (const type of [Msg.SET_SITE, Msg.SET_GLOBAL, Msg.ADD_SITE, Msg.CLEAR_HISTORY, Msg.ROOTGUARD_RESET, Msg.GET_HISTORY]) {
+    assert.ok(PRIVILEGED.has(type), type);
+  }
+  assert.ok(!PRIVILEGED.has(Msg.PROTECT));
+});
+
+test("message envelopes are checked", () => {
+  assert.equal(envelopeError({ type: "x", target: "background", data: {} }), null);
+  assert.match(envelopeError(null), /must be an object/);
+  assert.match(envelopeError({ type: 1, target: "b" }), /type must be a string/);
+  assert.match(envelopeError({ type: "x", target: "b", data: null }), /data must be an object/);
+});
