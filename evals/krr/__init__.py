@@ -136,11 +136,21 @@ def goal_notes(results: Any) -> list[str]:
     )
     if rare:
         gap = 100 * (rare["restored"] - rare["pr_t0"])
+        if abs(gap) <= 5:
+            verdict = "within 5 points: the paper's Pr[T0] bound describes these words."
+        elif gap < 0:
+            verdict = (
+                "more than 5 points BELOW Pr[T0]: the offline restorer 'corrects' some unchanged "
+                "rare words into nearby dictionary words (a name like Alexandrov becomes Alexandria), "
+                "so it is a weaker adversary than one that returns such words as seen, which gets "
+                "exactly Pr[T0]; the preview therefore never forecasts less than p^L."
+            )
+        else:
+            verdict = "more than 5 points ABOVE Pr[T0]."
         notes.append(
             f"Sensitive words that are not dictionary words (rare names, numbers, IDs, e-mails; "
             f"{rare['n_words']} at ε=6): restored {100 * rare['restored']:.1f}% vs Pr[T0] "
-            f"{100 * rare['pr_t0']:.1f}% ({gap:+.1f} points) -> "
-            f"{'within' if abs(gap) <= 5 else 'NOT within'} 5 points: the paper's Pr[T0] bound describes these words."
+            f"{100 * rare['pr_t0']:.1f}% ({gap:+.1f} points), {verdict}"
         )
     p1 = _find(
         results.restoration, restorer=main, epsilon=6.0, group="non-sensitive", **{"pass": 1}
@@ -161,6 +171,12 @@ def goal_notes(results: Any) -> list[str]:
             f"restored vs {100 * off['restored']:.1f}% for the offline restorer on the same words, "
             f"{100 * llm['survived']:.1f}% left unchanged by k-RR and {100 * llm['pr_t0']:.1f}% Pr[T0]. The paper's restorers were GPT-4o mini and Llama-3.1-8B; a "
             "135M model is far weaker, so its numbers are a floor, not the paper's setting."
+            + (
+                " It restores fewer words than k-RR left unchanged: rather than correcting, it "
+                "rewrites, drops or repeats words."
+                if llm["restored"] < llm["survived"]
+                else ""
+            )
         )
     sums = {s["input"]: s for s in results.summaries}
     krr6 = next((s for k, s in sums.items() if k.startswith("k-RR eps=6 +")), None)
@@ -191,14 +207,18 @@ def goal_notes(results: Any) -> list[str]:
                     f"{b['parameter'].split()[0]} (leak {100 * leak:.1f}%): metric DP similarity "
                     f"{b['similarity']:.3f} / kept {100 * b['nonsensitive_kept']:.1f}% vs k-RR "
                     f"{sim:.3f} / {100 * kept:.1f}%"
+                    + (" k-RR ahead" if sim > b["similarity"] else "")
                 )
                 break
     if comparisons:
+        ahead = sum(1 for c in comparisons if c.endswith(" k-RR ahead"))
         notes.append(
             "At matched PII leak (k-RR curve interpolated): "
-            + "; ".join(comparisons)
-            + ". The paper reports k-RR ahead of word-level metric DP at equal privacy; "
-            "compare the two curves in the plot for where that holds here."
+            + "; ".join(c.removesuffix(" k-RR ahead") for c in comparisons)
+            + f". k-RR has the higher similarity at {ahead} of {len(comparisons)} matched points. "
+            "The paper reports k-RR ahead of word-level metric DP at equal privacy; here that holds "
+            "where little PII leaks, while metric DP's leak saturates (rare PII is never in its "
+            "vocabulary, so it is always replaced) and it keeps more utility at the high end."
         )
     presidio = next((b for b in results.baselines if b["method"].startswith("Presidio")), None)
     if presidio:
