@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Playwright
@@ -107,3 +108,29 @@ def test_numbers_mode_without_profile_blocks(browser: Browser) -> None:
     assert browser.recorder.records() == []
     text = page.evaluate("() => document.querySelector('veil-notice').shadowRoot.textContent")
     assert "options page" in text
+
+
+def test_reset_asks_first_and_records_a_ledger_entry(browser: Browser) -> None:
+    """Reset shows a warning; declining keeps the values, accepting re-draws and logs it."""
+    set_up_rootguard(browser)
+    before = browser.storage()["rootguard"]
+    options = browser.options()
+    messages: list[str] = []
+
+    def decline(dialog: Any) -> None:
+        messages.append(dialog.message)
+        dialog.dismiss()
+
+    options.once("dialog", decline)
+    options.click("#rg-reset")
+    options.wait_for_timeout(500)
+    assert "spends privacy budget a second time" in messages[0]
+    assert browser.storage()["rootguard"] == before
+
+    options.once("dialog", lambda dialog: dialog.accept())
+    options.click("#rg-reset")
+    options.wait_for_selector("#rg-ledger tbody tr:nth-child(2)", timeout=20000)
+    after = browser.storage()["rootguard"]
+    assert len(api.ledger(after["state"])) == len(api.ledger(before["state"])) + 1
+    assert [e["event"] for e in after["events"]] == ["initialised", "reset"]
+    assert after["trueValues"] == before["trueValues"]
