@@ -1,0 +1,124 @@
+"""The audit page in real Chromium against the real app and a tiny model (slow: a browser)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from companion.audit.hidden import TargetModel
+from companion.audit.jobs import JobManager
+from companion.audit.ranker import SetupConfig
+from companion.audit.service import ModelPool
+from companion.audit.tiny import make_tiny_model
+from companion.models import load_causal_lm
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("chromium") is None, reason="needs /usr/bin/chromium"),
+]
+
+
+class _NoEmbedder:
+    """The chat's document embedder is not used by the audit page."""
+
+    def encode(self, texts, **kwargs):
+        return np.zeros((len(texts), 384), dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The companion app served by uvicorn on a free loopback port."""
+    import uvicorn
+
+    from companion.app import create_app
+    from companion.settings import Settings
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    home = tmp_path_factory.mktemp("home")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("VEIL_HOME", str(home))
+    loaded = load_causal_lm(str(make_tiny_model(tmp_path_factory.mktemp("tiny"))), device="cpu")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    app = create_app(Settings(home=home, preload_model=False, port=port), embedder=_NoEmbedder())
+    app.state.audit_jobs = JobManager(
+        pool=ModelPool(opener=lambda spec, layer: TargetModel(loaded, layer=layer)),
+        setup_config=SetupConfig(sequences=64, length=20, generation_batch=32, epochs=3, hidden=96),
+    )
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not srv.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}", app.state.token
+    srv.should_exit = True
+    thread.join(timeout=10)
+    mp.undo()
+    torch.set_num_threads(before)
+
+
+def test_page_runs_an_audit_and_colours_proven_tokens(server, tmp_path):
+    """Typing a text and pressing Run shows every token, green and proven, and the summary."""
+    from playwright.sync_api import sync_playwright
+
+    base, token = server
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=shutil.which("chromium"), headless=True, args=["--no-sandbox"]
+        )
+        try:
+            page = browser.new_page()
+            page.goto(f"{base}/static/audit.html")
+            page.evaluate("t => localStorage.setItem('veil-token', t)", token)
+            page.reload()
+            page.fill("#text", "Alice Smith, 12 Baker St")
+            page.click("#start")
+            page.wait_for_selector("#stage:has-text('Done.')", timeout=60_000)
+            spans = page.locator("#tokens .tok")
+            assert spans.count() > 5
+            assert page.locator("#tokens .tok.flagged").count() == 0
+            assert "".join(spans.all_inner_texts()) == "Alice Smith, 12 Baker St"
+            assert spans.first.evaluate("e => e.style.background") == "rgb(46, 158, 79)"
+            summary = page.inner_text("#summary")
+            assert "exact match with the input" in summary and "100.0 %" in summary
+            page.check("input[value=file]")
+            page.set_input_files(
+                "#file",
+                files=[
+                    {"name": "x.npy", "mimeType": "application/octet-stream", "buffer": b"junk"}
+                ],
+            )
+            page.click("#start")
+            page.wait_for_selector("#error:not([hidden])", timeout=20_000)
+            assert "could not read 'x.npy'" in page.inner_text("#error")
+        finally:
+            browser.close()
+
+
+def test_page_without_token_shows_the_servers_message(server):
+    """With no token stored, the page shows the 401 message instead of failing silently."""
+    from playwright.sync_api import sync_playwright
+
+    base, _ = server
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=shutil.which("chromium"), headless=True, args=["--no-sandbox"]
+        )
+        try:
+            page = browser.new_page()
+            page.goto(f"{base}/static/audit.html")
+            page.fill("#text", "Sydney")
+            page.click("#start")
+            page.wait_for_selector("#error:not([hidden])", timeout=20_000)
+            assert "token" in page.inner_text("#error")
+        finally:
+            browser.close()
