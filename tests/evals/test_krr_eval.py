@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import random
@@ -218,9 +219,11 @@ def test_calibration_fit_smooths_and_is_monotone() -> None:
 
 
 def test_shipped_wordfreq_table_is_reproducible(tmp_path) -> None:
-    """Rebuilding the table from symspellpy's dictionary gives the shipped bytes."""
+    """Rebuilding the table from symspellpy's dictionary gives the shipped content."""
     rebuilt = build(50_000, tmp_path / "t.tsv.gz")
-    assert rebuilt.read_bytes() == wordfreq.TABLE_PATH.read_bytes()
+    # Compare the content: another zlib build may compress the same bytes differently.
+    shipped = gzip.decompress(wordfreq.TABLE_PATH.read_bytes())
+    assert gzip.decompress(rebuilt.read_bytes()) == shipped
 
 
 def test_smoke_refuses_to_write_calibration(capsys) -> None:
