@@ -15,17 +15,14 @@ from __future__ import annotations
 import json
 import random
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from py_core import krr
 from py_core.accounting import krr_composed_epsilon
 from py_core.errors import VeilError
+from py_core.rootguard import api as rootguard
 from py_core.sanitize import DEFAULT_DELTA, DEFAULT_HEADER, sanitize_prompt
-
-try:  # RootGuard's JSON facade (numbers mode)
-    from py_core.rootguard import api as rootguard
-except ImportError:  # pragma: no cover - only while RootGuard is not built yet
-    rootguard = None
 
 MODES = ("text", "numbers", "both")
 
@@ -54,10 +51,6 @@ def _header(value: Any) -> str | None:
 
 
 def _require_rootguard() -> Any:
-    if rootguard is None:
-        raise BridgeError(
-            "rootguard-missing", "numbers mode needs py_core.rootguard, which this build lacks"
-        )
     return rootguard
 
 
@@ -176,7 +169,7 @@ def op_composed_epsilon(args: dict[str, Any]) -> dict[str, Any]:
 def op_ping(_args: dict[str, Any]) -> dict[str, Any]:
     return {
         "python": sys.version.split()[0],
-        "rootguard": rootguard is not None,
+        "rootguard": True,
         "defaultHeader": DEFAULT_HEADER,
     }
 
@@ -229,7 +222,7 @@ def op_rootguard_describe(args: dict[str, Any]) -> dict[str, Any]:
     return {"describe": api.describe(_checked_profile(api, args.get("profile")))}
 
 
-OPS = {
+OPS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "ping": op_ping,
     "sanitize": op_sanitize,
     "preview": lambda args: op_sanitize(args, preview=True),
