@@ -134,3 +134,15 @@ def test_reset_asks_first_and_records_a_ledger_entry(browser: Browser) -> None:
     assert len(api.ledger(after["state"])) == len(api.ledger(before["state"])) + 1
     assert [e["event"] for e in after["events"]] == ["initialised", "reset"]
     assert after["trueValues"] == before["trueValues"]
+
+
+def test_an_invalid_profile_is_refused_with_the_problem_named(browser: Browser) -> None:
+    """An inverted domain typed in the profile editor is refused; nothing is drawn."""
+    options = browser.options()
+    options.fill("input[data-root=age][data-field=lo]", "90")
+    options.fill("input[data-root=age][data-field=hi]", "20")
+    options.fill("input[data-true=age]", "52")
+    options.click("#rg-save")
+    options.wait_for_selector("#error:not([hidden])")
+    assert "age" in options.text_content("#error")
+    assert "rootguard" not in browser.storage()

@@ -132,3 +132,15 @@ def test_badge_shows_the_site_state(browser: Browser) -> None:
     wait_saved(popup, before)
     page.wait_for_timeout(300)
     assert badge(browser, HOST) == "off"
+
+
+def test_header_choice_in_options_takes_effect(browser: Browser) -> None:
+    """ "Send no header" in the options page sends the perturbed prompt alone."""
+    options = browser.options()
+    options.click("#header-none")
+    options.wait_for_selector("#header-state:has-text('No header')")
+    sent = send_once(browser, TEXT)
+    assert len(sent) == len(TEXT)
+    assert [i for i, c in enumerate(sent) if c == " "] == [
+        i for i, c in enumerate(TEXT) if c == " "
+    ]

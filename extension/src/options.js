@@ -146,12 +146,17 @@ function renderRootguard() {
     const isRoot = Array.isArray(spec.domain) && !spec.formula && !spec.expression;
     const kind = isRoot ? "root" : spec.formula ? `formula: ${spec.formula}` : spec.expression ? `= ${spec.expression}` : "derived";
     const trueValue = rg.trueValues?.[name];
+    const editable = isRoot && !locked;
+    const field = (key, value, width) =>
+      el("input", { "data-root": name, "data-field": key, value: value ?? "", style: `width:${width}` });
     return el("tr", { "data-value": name },
       el("td", {}, el("strong", {}, name), spec.title ? el("div", { class: "hint" }, spec.title) : null),
       el("td", {}, kind),
-      el("td", {}, spec.unit ?? ""),
-      el("td", {}, Array.isArray(spec.domain) ? `${spec.domain[0]} – ${spec.domain[1]}` : ""),
-      el("td", {}, (spec.aliases || []).join(", ")),
+      el("td", {}, editable ? field("unit", spec.unit, "5em") : spec.unit ?? ""),
+      el("td", {}, editable
+        ? [field("lo", spec.domain[0], "4.5em"), " – ", field("hi", spec.domain[1], "4.5em")]
+        : Array.isArray(spec.domain) ? `${spec.domain[0]} – ${spec.domain[1]}` : ""),
+      el("td", {}, editable ? field("aliases", (spec.aliases || []).join(", "), "14em") : (spec.aliases || []).join(", ")),
       el("td", {}, isRoot && rg.describe?.roots?.[name] ? formatNumber(rg.describe.roots[name].epsilon) : ""),
       el("td", {}, isRoot ? el("input", { type: "number", step: "any", "data-true": name, value: trueValue ?? "", disabled: locked, style: "width:7em" }) : ""),
       el("td", { class: "noisy", "data-noisy": name }, noisyFor(rg.noisy, name)),
@@ -169,6 +174,17 @@ function editedRootguard() {
   const target = $("rg-target").value.trim();
   if (target) profile.target = target;
   else delete profile.target;
+  for (const input of document.querySelectorAll("input[data-root]")) {
+    const spec = profile.values[input.dataset.root];
+    const raw = input.value.trim();
+    if (input.dataset.field === "unit") spec.unit = raw;
+    else if (input.dataset.field === "aliases") spec.aliases = raw.split(",").map((a) => a.trim()).filter(Boolean);
+    else {
+      const v = Number(raw);
+      if (raw === "" || !Number.isFinite(v)) throw new Error(`the domain of ${input.dataset.root} needs two numbers; got "${raw}"`);
+      spec.domain[input.dataset.field === "lo" ? 0 : 1] = v;
+    }
+  }
   const trueValues = {};
   for (const input of document.querySelectorAll("input[data-true]")) {
     if (input.value === "") continue;
