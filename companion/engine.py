@@ -46,9 +46,8 @@ class ModelEngine:
                 self.loaded = load_causal_lm(self.spec, device=self.device)
             return self.loaded
 
-    @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """Hold the model; 503 when the queue is full or the wait times out."""
+    def check_queue(self) -> None:
+        """503 when the model is busy and the queue is full."""
         if self._semaphore.locked() and self._waiting >= self.queue_size:
             raise APIError(
                 503,
@@ -56,6 +55,11 @@ class ModelEngine:
                 f"the model is busy and {self._waiting} requests are already waiting; "
                 "try again shortly",
             )
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Hold the model; 503 when the queue is full or the wait times out."""
+        self.check_queue()
         self._waiting += 1
         try:
             await asyncio.wait_for(self._semaphore.acquire(), timeout=self.queue_timeout_s)

@@ -136,11 +136,11 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
             async for _ in engine.run_stream(work):
                 pass
         return _completion(prep, engine.model_id, result)
-    # Take the model before answering, so a busy model is a proper 503.
-    slot = engine.slot()
-    await slot.__aenter__()
+    # A full queue is a proper 503 before the stream starts; the model itself is taken
+    # inside the stream, so a client that never reads the stream cannot hold it.
+    engine.check_queue()
     return StreamingResponse(
-        _sse(prep, engine, work, result, slot),
+        _sse(prep, engine, work, result),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
@@ -183,34 +183,30 @@ def _chunk(prep: _Prepared, model_id: str, delta: dict[str, Any], finish: str | 
     return "data: " + json.dumps(payload) + "\n\n"
 
 
-async def _sse(
-    prep: _Prepared, engine: Any, work: Any, result: Any, slot: Any
-) -> AsyncIterator[str]:
+async def _sse(prep: _Prepared, engine: Any, work: Any, result: Any) -> AsyncIterator[str]:
     model_id = engine.model_id
+    yield _chunk(prep, model_id, {"role": "assistant", "content": ""}, None)
     try:
-        yield _chunk(prep, model_id, {"role": "assistant", "content": ""}, None)
-        try:
+        async with engine.slot():
             async for delta in engine.run_stream(work):
                 yield _chunk(prep, model_id, {"content": delta}, None)
-        except APIError as exc:
-            yield "data: " + json.dumps(envelope(exc.status, exc.code, exc.message)) + "\n\n"
-            yield "data: [DONE]\n\n"
-            return
-        except VeilError as exc:
-            yield "data: " + json.dumps(envelope(400, ErrorCode.INVALID_REQUEST, str(exc))) + "\n\n"
-            yield "data: [DONE]\n\n"
-            return
-        final = json.loads(_chunk(prep, model_id, {}, _finish(result.finish_reason))[6:])
-        final["veil"] = VeilInfo(
-            receipt=result.receipt.to_dict() if result.receipt else {}, citations=prep.citations
-        ).model_dump()
-        completion = len(result.token_ids)
-        final["usage"] = {
-            "prompt_tokens": result.prompt_tokens,
-            "completion_tokens": completion,
-            "total_tokens": result.prompt_tokens + completion,
-        }
-        yield "data: " + json.dumps(final) + "\n\n"
+    except APIError as exc:
+        yield "data: " + json.dumps(envelope(exc.status, exc.code, exc.message)) + "\n\n"
         yield "data: [DONE]\n\n"
-    finally:
-        await slot.__aexit__(None, None, None)
+        return
+    except VeilError as exc:
+        yield "data: " + json.dumps(envelope(400, ErrorCode.INVALID_REQUEST, str(exc))) + "\n\n"
+        yield "data: [DONE]\n\n"
+        return
+    final = json.loads(_chunk(prep, model_id, {}, _finish(result.finish_reason))[6:])
+    final["veil"] = VeilInfo(
+        receipt=result.receipt.to_dict() if result.receipt else {}, citations=prep.citations
+    ).model_dump()
+    completion = len(result.token_ids)
+    final["usage"] = {
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": result.prompt_tokens + completion,
+    }
+    yield "data: " + json.dumps(final) + "\n\n"
+    yield "data: [DONE]\n\n"
