@@ -30,28 +30,27 @@ class EvalConfig:
 
 
 def configurations(smoke: bool) -> list[EvalConfig]:
+    """Every configuration; ordered so that sharded runs finish the main table first."""
     main = [
         EvalConfig("none", "none"),
-        EvalConfig("static sigma=0.02", "static", {"sigma": 0.02}),
-        EvalConfig("PAD (paper) lambda=1", "pad", {"lambda_amp": 1.0}),
-        EvalConfig("PAD (paper) lambda=3", "pad", {"lambda_amp": 3.0}),
         EvalConfig("copy-aware (default)", "copy_aware", {}),
+        EvalConfig("PAD (paper) lambda=1", "pad", {"lambda_amp": 1.0}),
         EvalConfig("bounded eps=8", "bounded", {"epsilon": 8.0}),
+        EvalConfig("static sigma=0.02", "static", {"sigma": 0.02}),
+        EvalConfig("PAD (paper) lambda=3", "pad", {"lambda_amp": 3.0}),
     ]
     if smoke:
-        return [main[0], main[2], main[4], main[5]]
-    sweep = [
+        return main[:4]
+    return [
+        *main,
         EvalConfig("copy-aware sigma=0.5", "copy_aware", {"sigma": 0.5}, "sweep:sigma"),
-        EvalConfig("copy-aware sigma=2", "copy_aware", {"sigma": 2.0}, "sweep:sigma"),
         EvalConfig("bounded eps=1", "bounded", {"epsilon": 1.0}, "sweep:epsilon"),
-        EvalConfig("bounded eps=64", "bounded", {"epsilon": 64.0}, "sweep:epsilon"),
-    ]
-    ablation = [
+        EvalConfig("copy-aware sigma=2", "copy_aware", {"sigma": 2.0}, "sweep:sigma"),
         EvalConfig("copy-aware w/o PII screen", "copy_aware", {"screen_pii": False}, "ablation"),
-        EvalConfig("copy-aware w/o copy screen", "copy_aware", {"screen_copy": False}, "ablation"),
         EvalConfig("copy-aware w/o copy penalty", "copy_aware", {"copy_penalty": 0.0}, "ablation"),
+        EvalConfig("bounded eps=64", "bounded", {"epsilon": 64.0}, "sweep:epsilon"),
+        EvalConfig("copy-aware w/o copy screen", "copy_aware", {"screen_copy": False}, "ablation"),
     ]
-    return main + sweep + ablation
 
 
 @dataclass
@@ -65,7 +64,7 @@ class Sizes:
     top_k: int = 2
 
 
-FULL = Sizes(records=60, attacks=9, targeted=3, benign=10, attack_tokens=64, benign_tokens=40)
+FULL = Sizes(records=60, attacks=8, targeted=2, benign=8, attack_tokens=64, benign_tokens=40)
 SMOKE = Sizes(records=12, attacks=3, targeted=1, benign=2, attack_tokens=40, benign_tokens=32)
 
 
