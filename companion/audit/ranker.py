@@ -223,19 +223,16 @@ def run_setup(
     if (folder / "done.json").exists():
         return load_setup(target)
     config_file.write_text(config.fingerprint())
-    timings = _read_timings(folder)
-    started = time.perf_counter()
-    _build_table(target, config, folder, progress)
-    timings["table_s"] = timings.get("table_s", 0.0) + time.perf_counter() - started
-    _write_timings(folder, timings)
-    started = time.perf_counter()
-    _build_corpus(target, config, folder, progress)
-    timings["corpus_s"] = timings.get("corpus_s", 0.0) + time.perf_counter() - started
-    _write_timings(folder, timings)
-    started = time.perf_counter()
-    report = _train_ranker(target, config, folder, progress)
-    timings["train_s"] = timings.get("train_s", 0.0) + time.perf_counter() - started
-    _write_timings(folder, timings)
+    clock = _StageClock(folder)
+    try:
+        _build_table(target, config, folder, clock.wrap("table_s", progress))
+        clock.stop()
+        _build_corpus(target, config, folder, clock.wrap("corpus_s", progress))
+        clock.stop()
+        report = _train_ranker(target, config, folder, clock.wrap("train_s", progress))
+    finally:
+        clock.stop()  # an interrupted run's time still counts when it resumes
+    timings = clock.timings
     meta = {
         "format": FORMAT_VERSION,
         "key": target.key,
@@ -273,13 +270,44 @@ def _invalidate(folder: Path, old: dict[str, Any], new: dict[str, Any]) -> None:
             path.unlink()
 
 
-def _read_timings(folder: Path) -> dict[str, float]:
-    path = folder / "timings.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+class _StageClock:
+    """Seconds spent per setup stage, saved every few seconds so interrupted runs still count."""
 
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / "timings.json"
+        self.timings: dict[str, float] = (
+            json.loads(self.path.read_text()) if self.path.exists() else {}
+        )
+        self.stage: str | None = None
+        self.last = time.perf_counter()
+        self.saved = time.monotonic()
 
-def _write_timings(folder: Path, timings: dict[str, float]) -> None:
-    (folder / "timings.json").write_text(json.dumps(timings))
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        if self.stage is not None:
+            self.timings[self.stage] = self.timings.get(self.stage, 0.0) + now - self.last
+        self.last = now
+        if time.monotonic() - self.saved > 5:
+            self._save()
+
+    def _save(self) -> None:
+        self.path.write_text(json.dumps(self.timings))
+        self.saved = time.monotonic()
+
+    def wrap(self, stage: str, progress: Progress) -> Progress:
+        self.stage = stage
+        self.last = time.perf_counter()
+
+        def report(name: str, done: int, total: int) -> None:
+            self._tick()
+            progress(name, done, total)
+
+        return report
+
+    def stop(self) -> None:
+        self._tick()
+        self.stage = None
+        self._save()
 
 
 def _build_table(
