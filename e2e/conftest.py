@@ -53,4 +53,6 @@ def browser(shared_browser: Browser, recorder: Recorder) -> Iterator[Browser]:
     yield shared_browser
     for page in shared_browser.pages():
         if not page.is_closed():
-            page.close()
+            # Do not wait for the tab to go: waiting on a tab that had a routed
+            # navigation can hang Playwright.
+            page.close(run_before_unload=True)

@@ -202,7 +202,12 @@ async function build() {
     outdir: OUT,
     external: ["./pyodide/*"],
   });
-  await esbuild.build({ ...common, entryPoints: { content: path.join(HERE, "src", "content.js") }, format: "iife", outdir: OUT });
+  await esbuild.build({
+    ...common,
+    entryPoints: { content: path.join(HERE, "src", "content.js"), "offscreen-early": path.join(HERE, "src", "offscreen-early.js") },
+    format: "iife",
+    outdir: OUT,
+  });
 
   for (const file of fs.readdirSync(path.join(HERE, "static"))) {
     if (file === "manifest.json") continue;

@@ -10,94 +10,17 @@
 import { loadPyodide } from "./pyodide/pyodide.mjs";
 import createPyodideModule from "./pyodide/pyodide.asm.mjs";
 import { Msg, Target, message } from "./messages.js";
+import { BUILD_ID, SNAPSHOT_FLAG, packSnapshot, snapshots, unpackSnapshot } from "./snapshot-store.js";
 
-/* global __VEIL_BUILD_ID__ */
-const BUILD_ID = __VEIL_BUILD_ID__;
+// Started by offscreen-early.js while this module and Pyodide's were loading.
+const early = globalThis.__veilEarly || {};
 const INDEX_URL = new URL("./pyodide/", import.meta.url).href;
 const CORE_ZIP = new URL("./python/veil_core.zip", import.meta.url).href;
-const DB_NAME = "veil-core";
-// localStorage (synchronous) says whether IndexedDB holds a snapshot of this
-// build, so the snapshot read and the WebAssembly compile can start together.
-const SNAPSHOT_FLAG = "veil-snapshot-build";
 const T0 = performance.now();
-const phases = {};
+// ms since the document started: when this module ran, and when the early script did.
+const phases = { moduleAt: Math.round(T0), earlyAt: Math.round(globalThis.__veilEarly?.startedAt ?? -1) };
 const mark = (name) => {
   phases[name] = Math.round(performance.now() - T0);
-};
-const STORE = "snapshots";
-
-function openDb() {
-  return new Promise((resolve, reject) => {
-    const req = indexedDB.open(DB_NAME, 1);
-    req.onupgradeneeded = () => req.result.createObjectStore(STORE);
-    req.onsuccess = () => resolve(req.result);
-    req.onerror = () => reject(req.error);
-  });
-}
-
-async function dbOp(mode, fn) {
-  const db = await openDb();
-  try {
-    return await new Promise((resolve, reject) => {
-      const tx = db.transaction(STORE, mode);
-      const req = fn(tx.objectStore(STORE));
-      tx.oncomplete = () => resolve(req?.result);
-      tx.onerror = () => reject(tx.error);
-      tx.onabort = () => reject(tx.error);
-    });
-  } finally {
-    db.close();
-  }
-}
-
-// A memory snapshot is mostly zero pages (about half of 31 MB); store only the
-// pages that are not, so reading it back from IndexedDB costs half as much.
-const PAGE = 65536;
-
-export function packSnapshot(bytes) {
-  const words = new BigUint64Array(bytes.buffer, bytes.byteOffset, Math.floor(bytes.length / 8));
-  const wordsPerPage = PAGE / 8;
-  const chunks = [];
-  let start = -1;
-  const pages = Math.ceil(bytes.length / PAGE);
-  for (let page = 0; page <= pages; page++) {
-    let zero = true;
-    if (page < pages) {
-      const end = Math.min((page + 1) * wordsPerPage, words.length);
-      for (let i = page * wordsPerPage; i < end; i++) {
-        if (words[i] !== 0n) {
-          zero = false;
-          break;
-        }
-      }
-      // The tail that is not a whole word is always kept.
-      if (zero && (page + 1) * PAGE > words.length * 8) zero = false;
-    }
-    if (!zero && start < 0) start = page;
-    if ((zero || page === pages) && start >= 0) {
-      const from = start * PAGE;
-      const to = Math.min(page * PAGE, bytes.length);
-      chunks.push({ offset: from, bytes: bytes.slice(from, to) });
-      start = -1;
-    }
-  }
-  return { format: "veil.sparse-snapshot", version: 1, length: bytes.length, chunks };
-}
-
-export function unpackSnapshot(packed) {
-  if (!packed || packed.format !== "veil.sparse-snapshot") throw new Error("not a Veil snapshot");
-  const bytes = new Uint8Array(packed.length);
-  for (const { offset, bytes: chunk } of packed.chunks) bytes.set(chunk, offset);
-  return bytes;
-}
-
-const snapshots = {
-  get: () => dbOp("readonly", (s) => s.get(BUILD_ID)).catch(() => undefined),
-  put: async (bytes) => {
-    await dbOp("readwrite", (s) => s.clear());
-    await dbOp("readwrite", (s) => s.put(bytes, BUILD_ID));
-  },
-  drop: () => dbOp("readwrite", (s) => s.clear()).catch(() => undefined),
 };
 
 async function unpackCore(pyodide, zipBytes) {
@@ -168,12 +91,13 @@ const BOOT_TIMEOUT_MS = 60000; // loadPyodide can hang forever (e.g. a CSP probl
 async function boot() {
   const t0 = T0;
   report({ state: "booting" });
-  const zipPromise = fetchBytes(CORE_ZIP);
+  const zipPromise = early.zip || fetchBytes(CORE_ZIP);
   let core = null;
   let fromSnapshot = false;
   let snapshotProblem = null;
   if (localStorage.getItem(SNAPSHOT_FLAG) === BUILD_ID) {
-    const snapshot = snapshots.get().then((packed) => {
+    const packedPromise = early.snapshot || snapshots.get();
+    const snapshot = packedPromise.then((packed) => {
       mark("snapshotRead");
       if (!packed) throw new Error("the snapshot is missing from IndexedDB");
       const bytes = unpackSnapshot(packed);
