@@ -157,7 +157,10 @@ function renderRootguard() {
         ? [field("lo", spec.domain[0], "4.5em"), " – ", field("hi", spec.domain[1], "4.5em")]
         : Array.isArray(spec.domain) ? `${spec.domain[0]} – ${spec.domain[1]}` : ""),
       el("td", {}, editable ? field("aliases", (spec.aliases || []).join(", "), "14em") : (spec.aliases || []).join(", ")),
-      el("td", {}, isRoot && rg.describe?.roots?.[name] ? formatNumber(rg.describe.roots[name].epsilon) : ""),
+      el("td", {}, isRoot && rg.describe?.roots?.[name]
+        ? [formatNumber(rg.describe.roots[name].epsilon),
+           el("div", { class: "hint" }, `noise ±${formatNumber(Number(rg.describe.roots[name].noise_scale.toPrecision(2)))} ${spec.unit ?? ""}`)]
+        : ""),
       el("td", {}, isRoot ? el("input", { type: "number", step: "any", "data-true": name, value: trueValue ?? "", disabled: locked, style: "width:7em" }) : ""),
       el("td", { class: "noisy", "data-noisy": name }, noisyFor(rg.noisy, name)),
     );
