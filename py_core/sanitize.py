@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 from py_core import krr
 from py_core.accounting import krr_composed_epsilon
@@ -41,9 +43,12 @@ DEFAULT_HEADER = (
 DEFAULT_DELTA = 1e-6
 
 
-@dataclass(frozen=True, slots=True)
-class WordSurvival:
-    """One word of the prompt: where it is and the chance it arrives unchanged."""
+class WordSurvival(NamedTuple):
+    """One word of the prompt: where it is and the chance it arrives unchanged.
+
+    A named tuple rather than a frozen dataclass: a long prompt has thousands of
+    words and this is built on the send path.
+    """
 
     start: int
     end: int
@@ -68,7 +73,9 @@ class Receipt:
     header_included: bool
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["words"] = [w._asdict() for w in self.words]
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,30 +121,34 @@ def _validate_spans(spans: Iterable[Sequence[int]], length: int) -> list[tuple[i
     return result
 
 
+_WORD = re.compile(r"\S+")
+
+
 def _word_survival(
     text: str, spans: list[tuple[int, int]], impl: krr.Implementation
 ) -> tuple[int, tuple[WordSurvival, ...]]:
-    protected = bytearray(len(text))
-    for start, end in spans:
-        protected[start:end] = b"\x01" * (end - start)
+    """Per-word survival for the preview; words are maximal runs of non-whitespace.
+
+    ``spans`` are sorted and disjoint; their characters are not perturbed, so
+    they do not count towards a word's length.
+    """
     words: list[WordSurvival] = []
     total = 0
     p = impl.keep_probability
     eps = impl.epsilon
-    i, n = 0, len(text)
-    while i < n:
-        if text[i].isspace():
-            i += 1
-            continue
-        j = i
-        count = 0
-        while j < n and not text[j].isspace():
-            count += not protected[j]
-            j += 1
+    span_index = 0
+    for match in _WORD.finditer(text):
+        start, end = match.span()
+        count = end - start
+        while span_index < len(spans) and spans[span_index][1] <= start:
+            span_index += 1
+        probe = span_index
+        while probe < len(spans) and spans[probe][0] < end:
+            count -= min(end, spans[probe][1]) - max(start, spans[probe][0])
+            probe += 1
         if count:
-            words.append(WordSurvival(i, j, count, p**count, count * eps))
+            words.append(WordSurvival(start, end, count, p**count, count * eps))
             total += count
-        i = j
     return total, tuple(words)
 
 
