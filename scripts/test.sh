@@ -16,6 +16,8 @@ ruff check .
 ruff format --check .
 step "mypy"
 mypy
+step "extension logic (node --test)"
+node --test extension/test/
 step "pytest (unit, Pyodide, real models, end-to-end)"
 python -m pytest -q
 step "evaluations, smoke mode"
