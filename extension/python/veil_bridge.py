@@ -21,6 +21,7 @@ from typing import Any
 from py_core import krr
 from py_core.accounting import krr_composed_epsilon
 from py_core.errors import VeilError
+from py_core.preview import preview as word_preview
 from py_core.rootguard import api as rootguard
 from py_core.sanitize import DEFAULT_DELTA, DEFAULT_HEADER, sanitize_prompt
 
@@ -97,6 +98,40 @@ def _summary(receipt: Any, *, words: bool) -> dict[str, Any]:
     return out
 
 
+def _original_spans(text: str, replacements: list[Any]) -> list[tuple[int, int]]:
+    """Where RootGuard's replaced values were in the text as typed.
+
+    ``replacements`` give positions in the rewritten text; each shifts what follows by
+    ``len(original) - len(replacement)``.  A span that does not read back as its
+    original value is left out rather than guessed.
+    """
+    out = []
+    shift = 0
+    for r in sorted(replacements, key=lambda r: int(r["start"])):
+        start = int(r["start"]) + shift
+        end = start + len(r["original"])
+        if text[start:end] == r["original"]:
+            out.append((start, end))
+        shift += len(r["original"]) - len(r["replacement"])
+    return out
+
+
+def _word_forecast(text: str, epsilon: float, replacements: list[Any]) -> list[dict[str, Any]]:
+    """Per word of the text as typed: will a restorer recover it from what is sent?
+
+    From :func:`py_core.preview.preview` (calibrated by ``veil eval krr``).  A word
+    that overlaps a value RootGuard replaces is flagged ``rootguard``: what is sent
+    there is the cached noisy value, not a k-RR perturbation of the word.
+    """
+    replaced = _original_spans(text, replacements)
+    out = []
+    for w in word_preview(text, epsilon):
+        item = w.to_dict()
+        item["rootguard"] = any(s < w.end and w.start < e for s, e in replaced)
+        out.append(item)
+    return out
+
+
 def op_sanitize(args: dict[str, Any], *, preview: bool = False) -> dict[str, Any]:
     text = args.get("text")
     if not isinstance(text, str):
@@ -115,13 +150,16 @@ def op_sanitize(args: dict[str, Any], *, preview: bool = False) -> dict[str, Any
         replacements = list(protected.get("replacements", []))
         state = protected.get("state")
     if mode == "numbers":
-        return {
+        out: dict[str, Any] = {
             "text": working,
             "perturbed": working,
             "receipt": None,
             "replacements": replacements,
             "rootguardState": state,
         }
+        if preview:
+            out["words"] = None  # no k-RR: every word is sent as typed
+        return out
     # The tight composed bound costs ~95% of the time of a sanitization (it is
     # exact, from the privacy-loss distribution); the send path skips it and the
     # extension asks for it right after the send (op "composed_epsilon").
@@ -133,13 +171,17 @@ def op_sanitize(args: dict[str, Any], *, preview: bool = False) -> dict[str, Any
         header=_header(args.get("header")),
         compose=compose,
     )
-    return {
+    out = {
         "text": result.text,
         "perturbed": result.perturbed,
         "receipt": _summary(result.receipt, words=preview),
         "replacements": replacements,
         "rootguardState": state,
     }
+    if preview:
+        # Only the popup's preview pays for the forecast; the send path never does.
+        out["words"] = _word_forecast(text, result.receipt.epsilon_requested, replacements)
+    return out
 
 
 def op_explain(args: dict[str, Any]) -> dict[str, Any]:

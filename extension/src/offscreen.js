@@ -45,10 +45,13 @@ async function bootFromSnapshot(snapshot, zipPromise) {
   mark("pyodideLoaded");
   const bridge = pyodide.pyimport("veil_bridge");
   bridge.reseed();
-  // The files are not part of a memory snapshot; put them back for tracebacks
-  // and any lazy import, without holding up readiness.
-  zipPromise.then((bytes) => unpackCore(pyodide, bytes)).catch(() => {});
-  return { pyodide, handle: bridge.handle };
+  // The files are not part of a memory snapshot; put them back for tracebacks,
+  // any lazy import and the data files read on first use (the word-frequency
+  // table and calibration of py_core.preview), without holding up readiness:
+  // the ops that read files wait for them (FILE_OPS).
+  const files = zipPromise.then((bytes) => unpackCore(pyodide, bytes));
+  files.catch(() => {});
+  return { pyodide, handle: bridge.handle, files };
 }
 
 async function bootCold(zipPromise) {
@@ -69,7 +72,7 @@ async function bootCold(zipPromise) {
     snapshotError = String(err?.message || err);
   }
   const bridge = pyodide.pyimport("veil_bridge");
-  return { pyodide, handle: bridge.handle, snapshot, snapshotError };
+  return { pyodide, handle: bridge.handle, snapshot, snapshotError, files: Promise.resolve() };
 }
 
 function withTimeout(promise, ms, what) {
@@ -85,6 +88,10 @@ function withTimeout(promise, ms, what) {
 function report(data) {
   chrome.runtime.sendMessage(message(Msg.CORE_STATUS, Target.BACKGROUND, data)).catch(() => {});
 }
+
+// Ops that read py_core's data files (not in the memory snapshot): after a
+// snapshot restore they wait until the bundle is unpacked again.
+const FILE_OPS = new Set(["preview"]);
 
 const BOOT_TIMEOUT_MS = 60000; // loadPyodide can hang forever (e.g. a CSP problem); never wait on it unbounded
 
@@ -157,10 +164,15 @@ chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
     sendResponse({ ok: false, error: { code: "unknown-type", message: `offscreen cannot handle ${msg.type}` } });
     return false;
   }
+  const op = msg.data?.op;
   ready
+    .then(async (core) => {
+      if (FILE_OPS.has(op)) await withTimeout(core.files, BOOT_TIMEOUT_MS, "unpacking py_core's files");
+      return core;
+    })
     .then((core) => {
       const started = performance.now();
-      const reply = JSON.parse(core.handle(JSON.stringify({ op: msg.data?.op, args: msg.data?.args || {} })));
+      const reply = JSON.parse(core.handle(JSON.stringify({ op, args: msg.data?.args || {} })));
       const ms = performance.now() - started;
       sendResponse(reply.ok ? { ok: true, data: reply.result, ms } : { ok: false, error: reply.error, ms });
     })

@@ -1,7 +1,8 @@
 // The popup: the current site, on/off, ε, mode, what ε means, a preview.
 
 import { Msg, Target, message } from "./messages.js";
-import { coreStatusText, debounce, percent, send } from "./page-api.js";
+import { forecastCounts, forecastSegments } from "./forecast.js";
+import { coreStatusText, debounce, el, percent, send } from "./page-api.js";
 import { originMatchPattern } from "./sites.js";
 
 const $ = (id) => document.getElementById(id);
@@ -45,18 +46,55 @@ async function explain(epsilon) {
   }
 }
 
+/** The person's words marked likely hidden / likely restored (null words: no forecast, with why). */
+function showForecast(text, words, why, isSample) {
+  const box = $("forecast");
+  box.dataset.state = words ? "ready" : "none";
+  $("forecast-legend").hidden = !words;
+  $("forecast-caveat").hidden = !words;
+  if (!words) {
+    box.replaceChildren(why);
+    return;
+  }
+  const counts = forecastCounts(words);
+  $("legend-rootguard").hidden = counts.rootguard === 0;
+  const summary = el(
+    "span",
+    { class: "label", id: "forecast-summary" },
+    `${isSample ? "A sample (type in the page's editor to see your own words)" : "Your draft"}: ` +
+      `${counts.hidden} likely hidden, ${counts.restored} likely restored` +
+      (counts.rootguard ? `, ${counts.rootguard} replaced by RootGuard` : ""),
+  );
+  const runs = forecastSegments(text, words).map((run) =>
+    run.kind
+      ? el("span", { class: `word ${run.kind}-word`, "data-kind": run.kind, "data-p": run.probability.toFixed(3), title: run.title }, run.text)
+      : run.text,
+  );
+  box.replaceChildren(summary, ...runs);
+}
+
+let previewRun = 0;
+
 async function preview() {
   const site = window.__veilSite;
   if (!site) return;
+  const run = ++previewRun; // a slower, older answer must not overwrite a newer one
   if (!site.enabled) {
     $("preview").textContent = "(protection is off: the text is sent as typed)";
+    showForecast("", null, "Protection is off: every word is sent as typed.");
     return;
   }
-  const text = (await draftText()) || SAMPLE;
+  const draft = await draftText();
+  const text = draft || SAMPLE;
   try {
     const result = await send(Msg.PREVIEW, { siteId, text });
+    if (run !== previewRun) return;
+    if (result.words) showForecast(text, result.words, "", !draft);
+    else showForecast("", null, "Numbers mode: only your declared values are replaced; every other word is sent as typed.");
     $("preview").textContent = result.text;
   } catch (err) {
+    if (run !== previewRun) return;
+    showForecast("", null, `(no forecast: ${err.message})`);
     $("preview").textContent = `(no preview: ${err.message})`;
   }
 }

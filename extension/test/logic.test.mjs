@@ -87,3 +87,35 @@ test("message envelopes are checked", () => {
   assert.match(envelopeError({ type: 1, target: "b" }), /type must be a string/);
   assert.match(envelopeError({ type: "x", target: "b", data: null }), /data must be an object/);
 });
+
+import { KIND, forecastCounts, forecastSegments, wordTitle } from "../src/forecast.js";
+
+test("the forecast covers the typed text exactly once, words marked by kind", () => {
+  const text = "  Dear Xylofant,\nthe 52 kg";
+  const word = (start, end, label, extra = {}) => ({ start, end, label, probability: 0.5, survival_probability: 0.4, zipf: null, rootguard: false, ...extra });
+  const words = [
+    word(2, 6, "likely restored", { zipf: 5.1 }),
+    word(7, 16, "likely hidden"),
+    word(17, 20, "likely restored", { zipf: 7.6 }),
+    word(21, 23, "likely hidden", { rootguard: true }),
+    word(24, 26, "likely restored"),
+  ];
+  const runs = forecastSegments(text, words);
+  assert.equal(runs.map((r) => r.text).join(""), text);
+  assert.deepEqual(
+    runs.filter((r) => r.kind).map((r) => [r.text, r.kind]),
+    [["Dear", KIND.RESTORED], ["Xylofant,", KIND.HIDDEN], ["the", KIND.RESTORED], ["52", KIND.ROOTGUARD], ["kg", KIND.RESTORED]],
+  );
+  assert.equal(runs[0].text, "  ");
+  assert.deepEqual(forecastCounts(words), { hidden: 1, restored: 3, rootguard: 1 });
+  assert.match(wordTitle(words[1]), /likely hidden.*50%.*40% \(p\^9\).*not in the word list/);
+  assert.match(wordTitle(words[3]), /RootGuard/);
+});
+
+test("a forecast that does not fit the text is an error, not a wrong picture", () => {
+  const w = { start: 0, end: 5, label: "likely hidden", probability: 0.1, survival_probability: 0.1, zipf: null };
+  assert.throws(() => forecastSegments("abc", [w]), /out of place/);
+  assert.throws(() => forecastSegments("abcdef abc", [w, { ...w, start: 3, end: 6 }]), /out of place/);
+  assert.throws(() => forecastSegments("abcde", [{ ...w, label: "maybe" }]), /unknown forecast label/);
+  assert.deepEqual(forecastSegments("", []), []);
+});

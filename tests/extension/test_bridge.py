@@ -79,6 +79,53 @@ def test_preview_includes_word_survival() -> None:
     assert words[1]["survival_probability"] == pytest.approx(p**6)
 
 
+def test_preview_forecasts_each_original_word() -> None:
+    """The preview labels each typed word from py_core.preview (rare hidden, common restored)."""
+    from py_core.preview import LIKELY_HIDDEN, LIKELY_RESTORED, preview
+
+    text = "Dear Dr. Xylofant, the results of the test are fine."
+    result = call("preview", text=text, epsilon=6, mode="text", header=None)["result"]
+    words = result["words"]
+    expected = preview(text, 6)
+    assert [(w["start"], w["end"]) for w in words] == [(w.start, w.end) for w in expected]
+    assert [text[w["start"] : w["end"]] for w in words] == text.split()
+    for got, want in zip(words, expected, strict=True):
+        assert got["label"] == want.label
+        assert got["probability"] == pytest.approx(want.probability)
+        assert got["survival_probability"] == pytest.approx(want.survival_probability)
+        assert got["rootguard"] is False
+    by_text = {w["text"]: w for w in words}
+    assert by_text["Xylofant,"]["label"] == LIKELY_HIDDEN
+    assert by_text["the"]["label"] == LIKELY_RESTORED
+    # Positions refer to the text as typed, not to the header-prefixed text sent.
+    assert result["text"].startswith(DEFAULT_HEADER)
+
+
+def test_preview_forecast_follows_epsilon() -> None:
+    """A lower ε hides more: the forecast probability of every word does not rise."""
+    text = "the quarterly report for Xylofant industries"
+    low = call("preview", text=text, epsilon=2, mode="text", header="")["result"]["words"]
+    high = call("preview", text=text, epsilon=8, mode="text", header="")["result"]["words"]
+    assert all(a["probability"] <= b["probability"] for a, b in zip(low, high, strict=True))
+    assert any(a["label"] != b["label"] for a, b in zip(low, high, strict=True))
+
+
+def test_send_path_carries_no_forecast() -> None:
+    """Op sanitize (the send) does not compute the per-word forecast."""
+    result = call("sanitize", text="hello Xylofant", epsilon=6, mode="text")["result"]
+    assert "words" not in result
+
+
+def test_preview_flags_words_rootguard_replaces() -> None:
+    """In both mode, typed words holding a declared value are flagged rootguard."""
+    rg = rootguard_args()
+    result = call("preview", text=TEXT, epsilon=6, mode="both", rootguard=rg, header="")["result"]
+    flagged = {w["text"] for w in result["words"] if w["rootguard"]}
+    assert flagged == {"52", "81", "175"}
+    numbers = call("preview", text=TEXT, epsilon=6, mode="numbers", rootguard=rg)["result"]
+    assert numbers["words"] is None  # no k-RR in numbers mode: words go as typed
+
+
 def test_numbers_mode_uses_the_cached_values_and_draws_nothing() -> None:
     """Numbers mode returns RootGuard's replacement text and the same state."""
     rg = rootguard_args()

@@ -1,0 +1,51 @@
+// The popup's per-word forecast: the text as typed, cut into runs of plain
+// text and words marked "likely hidden" / "likely restored" (from the core's
+// py_core.preview, calibrated by `veil eval krr`) or "replaced by RootGuard".
+
+export const KIND = Object.freeze({ HIDDEN: "hidden", RESTORED: "restored", ROOTGUARD: "rootguard" });
+
+function kindOf(word) {
+  if (word.rootguard) return KIND.ROOTGUARD;
+  if (word.label === "likely hidden") return KIND.HIDDEN;
+  if (word.label === "likely restored") return KIND.RESTORED;
+  throw new Error(`unknown forecast label ${JSON.stringify(word.label)}`);
+}
+
+function pct(x) {
+  return `${(100 * x).toFixed(x < 0.01 ? 1 : 0)}%`;
+}
+
+/** The hover text of one word: the forecast and what it rests on. */
+export function wordTitle(word) {
+  if (word.rootguard) return "Sent as your cached noisy value (RootGuard), not as typed";
+  const zipf = word.zipf === null || word.zipf === undefined ? "not in the word list (rare)" : `word frequency ${word.zipf.toFixed(1)} (Zipf)`;
+  return `${word.label}: restored with probability ≈ ${pct(word.probability)}; arrives unchanged ${pct(word.survival_probability)} (p^${word.end - word.start}); ${zipf}`;
+}
+
+/**
+ * Runs covering `text` exactly once, in order: {text} for what lies between
+ * words, {text, kind, title, probability} for each word. Words must be sorted,
+ * non-overlapping and inside the text (the core's contract); anything else is
+ * an error, never a silently wrong picture.
+ */
+export function forecastSegments(text, words) {
+  const out = [];
+  let at = 0;
+  for (const word of words) {
+    if (!Number.isInteger(word.start) || !Number.isInteger(word.end) || word.start < at || word.end <= word.start || word.end > text.length) {
+      throw new Error(`forecast word out of place: [${word.start}, ${word.end}) after ${at} in ${text.length} characters`);
+    }
+    if (word.start > at) out.push({ text: text.slice(at, word.start) });
+    out.push({ text: text.slice(word.start, word.end), kind: kindOf(word), title: wordTitle(word), probability: word.probability });
+    at = word.end;
+  }
+  if (at < text.length) out.push({ text: text.slice(at) });
+  return out;
+}
+
+/** Counts per kind, for the one-line summary above the words. */
+export function forecastCounts(words) {
+  const counts = { [KIND.HIDDEN]: 0, [KIND.RESTORED]: 0, [KIND.ROOTGUARD]: 0 };
+  for (const word of words) counts[kindOf(word)] += 1;
+  return counts;
+}
