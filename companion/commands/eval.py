@@ -14,7 +14,7 @@ EVALUATIONS: dict[str, str] = {
 }
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("eval", help="run an evaluation and write its report")
     names = parser.add_subparsers(dest="evaluation", required=True)
     for name, module_name in EVALUATIONS.items():
