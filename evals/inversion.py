@@ -526,7 +526,7 @@ def _markdown(r: dict[str, Any]) -> str:
         "## Fast exact path",
         "",
         "| set | windows | tokens | exact match | token acc. | tokens proven | mean s/token | "
-        "median | worst | 1st batch (<=8) | exhaustive positions |",
+        "median | worst | found in 1st batch (<=8) | positions with >512 candidates checked |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in r["fast"].items():
