@@ -24,6 +24,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from py_core import krr
+from py_core.accounting import krr_composed_epsilon
+from py_core.sanitize import sanitize_prompt
 
 SAMPLE = (
     "Patient Jane Roe (DOB 1970-03-14) reports chest pain since Tuesday; BP 142/91, "
@@ -36,9 +38,7 @@ def naive_perturb(text: str, epsilon: float, rng: random.SystemRandom) -> str:
     p = math.exp(epsilon) / (math.exp(epsilon) + krr.K - 1)
     out = []
     for ch in text:
-        if ch.isspace():
-            out.append(ch)
-        elif ch in krr.ALPHABET and rng.random() < p:
+        if ch.isspace() or (ch in krr.ALPHABET and rng.random() < p):
             out.append(ch)
         elif ch in krr.ALPHABET:
             index = rng.randrange(krr.K - 1)
@@ -66,7 +66,21 @@ def measure(repeats: int = 31, epsilon: float = 4.0) -> dict[str, object]:
         text = (SAMPLE * (n // len(SAMPLE) + 1))[:n]
         veil = _median_ms(lambda t=text: krr.perturb(t, epsilon), repeats)
         naive = _median_ms(lambda t=text: naive_perturb(t, epsilon, rng), max(5, repeats // 3))
-        rows.append({"chars": n, "veil_ms": veil, "naive_ms": naive, "speedup": naive / veil})
+        # The whole send path: perturbation + receipt (per-word survival), and the
+        # tight composed bound, which the extension computes after the send.
+        send = _median_ms(lambda t=text: sanitize_prompt(t, epsilon, compose=False), repeats)
+        chars = sum(not c.isspace() for c in text)
+        composed = _median_ms(lambda c=chars: krr_composed_epsilon(c, epsilon, 1e-6), 5)
+        rows.append(
+            {
+                "chars": n,
+                "veil_ms": veil,
+                "naive_ms": naive,
+                "speedup": naive / veil,
+                "sanitize_ms": send,
+                "composed_ms": composed,
+            }
+        )
     return {
         "interpreter": f"{platform.python_implementation()} {platform.python_version()} ({sys.platform})",
         "epsilon": epsilon,
@@ -79,11 +93,13 @@ def render(result: dict[str, object]) -> str:
     lines = [
         f"k-RR perturbation, eps={result['epsilon']}, {result['interpreter']}, "
         f"median of {result['repeats']} runs",
-        f"{'chars':>8} {'veil ms':>10} {'naive ms':>10} {'speed-up':>9}",
+        f"{'chars':>8} {'veil ms':>10} {'naive ms':>10} {'speed-up':>9}"
+        f" {'sanitize ms':>12} {'composed-ε ms':>14}",
     ]
     for row in result["rows"]:  # type: ignore[attr-defined]
         lines.append(
             f"{row['chars']:>8} {row['veil_ms']:>10.3f} {row['naive_ms']:>10.3f} {row['speedup']:>8.1f}x"
+            f" {row['sanitize_ms']:>12.3f} {row['composed_ms']:>14.3f}"
         )
     return "\n".join(lines)
 
