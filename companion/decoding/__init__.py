@@ -1,7 +1,7 @@
 """Privacy-aware decoding: the defenses, their generation loop and their receipts.
 
-Importing this package imports torch and transformers; the API imports it only
-when the app starts.
+Importing this package is cheap (configurations only); the processors and the
+generation loop (``processors``, ``generate``) import torch and transformers.
 """
 
 from companion.decoding.config import (
