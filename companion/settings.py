@@ -14,6 +14,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from companion.models import veil_home
 
+# The id Chrome derives from the public key in extension/static/manifest.json
+# (tests/companion/test_api.py checks the two agree).
+VEIL_EXTENSION_ID = "giobghogebeofdjljbdfdcomkndhdiod"
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="VEIL_", extra="ignore")
@@ -29,8 +33,9 @@ class Settings(BaseSettings):
     store_path: Path | None = None  # default: <home>/rag.sqlite3
     token_path: Path | None = None  # default: <home>/token
     extension_ids: list[str] = Field(
-        default_factory=list,
-        description="Chrome extension ids allowed as Origin; empty: any chrome-extension://",
+        default_factory=lambda: [VEIL_EXTENSION_ID],
+        description="Chrome extension ids allowed as Origin (default: Veil's own, whose id "
+        "the manifest's public key pins); an empty list allows any chrome-extension://",
     )
     max_body_bytes: int = Field(default=1_000_000, ge=1024)
     max_upload_bytes: int = Field(default=25_000_000, ge=1024)

@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--extension-id",
         action="append",
         default=None,
-        help="allow this Chrome extension id as Origin (repeatable; default: any extension)",
+        help="allow this Chrome extension id as Origin (repeatable; default: the Veil extension, whose id its manifest key pins)",
     )
     parser.set_defaults(func=_serve)
 

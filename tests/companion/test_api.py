@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import os
 import stat
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -15,8 +18,10 @@ from companion.engine import ModelEngine
 from companion.errors import APIError
 from companion.models import veil_home
 from companion.security import ensure_token
-from companion.settings import Settings
+from companion.settings import VEIL_EXTENSION_ID, Settings
 from py_core.errors import StateError
+
+ROOT = Path(__file__).resolve().parents[2]
 
 BASE = "http://127.0.0.1:8765"
 NOTE = (
@@ -82,7 +87,8 @@ def test_non_loopback_host_is_refused(client, host):
     ("origin", "allowed"),
     [
         ("http://127.0.0.1:8765", True),
-        ("chrome-extension://abcdefghijklmnopabcdefghijklmnop", True),
+        (f"chrome-extension://{VEIL_EXTENSION_ID}", True),
+        ("chrome-extension://abcdefghijklmnopabcdefghijklmnop", False),  # another extension
         ("https://evil.example", False),
         ("http://127.0.0.1:9999", False),
         ("http://localhost.evil.example:8765", False),
@@ -90,7 +96,7 @@ def test_non_loopback_host_is_refused(client, host):
     ],
 )
 def test_origin_is_checked(client, origin, allowed):
-    """Only the companion's own page and Chrome extensions may call it cross-origin."""
+    """Only the companion's own page and the Veil extension may call it cross-origin."""
     response = client.get("/v1/models", headers={"Origin": origin})
     if allowed:
         assert response.status_code == 200
@@ -329,3 +335,10 @@ def test_engine_generation_timeout_is_504_and_cancels_the_work():
 
     asyncio.run(scenario())
     assert stopped.wait(2)
+
+
+def test_veil_extension_id_matches_the_manifest_key():
+    """The Origin allowed by default is the id Chrome derives from the manifest's public key."""
+    manifest = json.loads((ROOT / "extension" / "static" / "manifest.json").read_text())
+    digest = hashlib.sha256(base64.b64decode(manifest["key"])).hexdigest()[:32]
+    assert "".join(chr(ord("a") + int(c, 16)) for c in digest) == VEIL_EXTENSION_ID
