@@ -11,23 +11,8 @@ import pytest
 
 from py_core.errors import InsecureRandomnessError, InvalidParameterError, StateError
 from py_core.rootguard import api
+from tests.py_core.rootguard_data import TRUE
 
-TRUE = {
-    "age": 52,
-    "height_cm": 180.3,
-    "weight_kg": 81.0,
-    "waist_cm": 92.0,
-    "sbp": 128,
-    "dbp": 82,
-    "glucose": 97,
-    "insulin": 8.2,
-    "ast": 40,
-    "alt": 35,
-    "platelets": 230,
-    "creatinine": 0.95,
-    "triglycerides": 140,
-    "hdl": 48,
-}
 PROFILE = api.DEFAULT_PROFILE
 
 

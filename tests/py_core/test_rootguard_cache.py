@@ -15,23 +15,8 @@ from py_core.errors import InsufficientBudgetError, InvalidParameterError, State
 from py_core.rootguard.api import DEFAULT_PROFILE
 from py_core.rootguard.cache import RootCache, canonical_json
 from py_core.rootguard.profile import load_profile
+from tests.py_core.rootguard_data import TRUE
 
-TRUE = {
-    "age": 52,
-    "height_cm": 180.3,
-    "weight_kg": 81.0,
-    "waist_cm": 92.0,
-    "sbp": 128,
-    "dbp": 82,
-    "glucose": 97,
-    "insulin": 8.2,
-    "ast": 40,
-    "alt": 35,
-    "platelets": 230,
-    "creatinine": 0.95,
-    "triglycerides": 140,
-    "hdl": 48,
-}
 PROFILE = load_profile(copy.deepcopy(DEFAULT_PROFILE))
 NAMES = list(PROFILE.names)
 

@@ -12,24 +12,9 @@ from py_core.rootguard.cache import RootCache
 from py_core.rootguard.profile import load_profile
 from py_core.rootguard.text import find_mentions, replace_mentions
 from py_core.rootguard.units import convert
+from tests.py_core.rootguard_data import TRUE
 
 PROFILE = load_profile(copy.deepcopy(DEFAULT_PROFILE))
-TRUE = {
-    "age": 52,
-    "height_cm": 180.3,
-    "weight_kg": 81.0,
-    "waist_cm": 92.0,
-    "sbp": 128,
-    "dbp": 82,
-    "glucose": 97,
-    "insulin": 8.2,
-    "ast": 40,
-    "alt": 35,
-    "platelets": 230,
-    "creatinine": 0.95,
-    "triglycerides": 140,
-    "hdl": 48,
-}
 
 
 def _found(text: str) -> list[tuple[str, str]]:
