@@ -75,3 +75,13 @@ def leakage(answer: str, chunks: Iterable[str]) -> dict[str, float]:
 def pii_found(answer: str, pii_values: Iterable[str]) -> list[str]:
     low = answer.lower()
     return [v for v in pii_values if v.lower() in low]
+
+
+def answer_correct(answer: str, accepted: Iterable[str]) -> bool:
+    """Whether one of the ``accepted`` answers appears in ``answer`` as whole words.
+
+    Both sides are reduced to lower-case words (letters and digits), so punctuation, case and
+    hyphens do not matter ("5-day" matches "5 day") but "119 days" does not match "19 days".
+    """
+    said = " " + " ".join(words(answer)) + " "
+    return any(f" {' '.join(words(a))} " in said for a in accepted if words(a))

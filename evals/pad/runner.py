@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.pad.corpus import CORPUS_SEED, build_prompts, generate_records
-from evals.pad.metrics import leakage, pii_found
+from evals.pad.metrics import answer_correct, leakage, pii_found
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,13 @@ class EvalConfig:
 
 
 def configurations(smoke: bool) -> list[EvalConfig]:
-    """Every configuration; ordered so that sharded runs finish the main table first."""
+    """Every configuration; ordered so that sharded runs finish the main table first.
+
+    With two shards, each gets about the same work (bounded costs about two greedy runs).
+    The copy-penalty ablation flips whatever the default is (so it always tests the choice).
+    """
+    from companion.decoding.config import CopyAwareConfig
+
     main = [
         EvalConfig("none", "none"),
         EvalConfig("copy-aware (default)", "copy_aware", {}),
@@ -41,16 +47,26 @@ def configurations(smoke: bool) -> list[EvalConfig]:
     ]
     if smoke:
         return main[:4]
+    if CopyAwareConfig().copy_penalty > 0:
+        penalty = EvalConfig("copy-aware w/o copy penalty", "copy_aware", {"copy_penalty": 0.0})
+    else:
+        penalty = EvalConfig("copy-aware with copy penalty 1", "copy_aware", {"copy_penalty": 1.0})
     return [
         *main,
-        EvalConfig("copy-aware sigma=0.5", "copy_aware", {"sigma": 0.5}, "sweep:sigma"),
-        EvalConfig("bounded eps=1", "bounded", {"epsilon": 1.0}, "sweep:epsilon"),
-        EvalConfig("copy-aware sigma=2", "copy_aware", {"sigma": 2.0}, "sweep:sigma"),
+        EvalConfig(penalty.label, penalty.defense, penalty.params, "ablation"),
         EvalConfig("copy-aware w/o PII screen", "copy_aware", {"screen_pii": False}, "ablation"),
-        EvalConfig("copy-aware w/o copy penalty", "copy_aware", {"copy_penalty": 0.0}, "ablation"),
-        EvalConfig("bounded eps=64", "bounded", {"epsilon": 64.0}, "sweep:epsilon"),
-        EvalConfig("copy-aware w/o copy screen", "copy_aware", {"screen_copy": False}, "ablation"),
+        EvalConfig("copy-aware sigma=2", "copy_aware", {"sigma": 2.0}, "sweep:sigma"),
     ]
+
+
+# Run before the evaluation was enlarged to 42 prompts; left out of the full run so that it fits
+# in about 25 min on two shards of a shared 2-core machine (the report lists them).
+LEFT_OUT = (
+    "bounded eps=1",
+    "bounded eps=64",
+    "copy-aware sigma=0.5",
+    "copy-aware w/o copy screen",
+)
 
 
 @dataclass
@@ -64,7 +80,7 @@ class Sizes:
     top_k: int = 2
 
 
-FULL = Sizes(records=60, attacks=8, targeted=2, benign=8, attack_tokens=64, benign_tokens=40)
+FULL = Sizes(records=60, attacks=14, targeted=4, benign=24, attack_tokens=64, benign_tokens=32)
 SMOKE = Sizes(records=12, attacks=3, targeted=1, benign=2, attack_tokens=40, benign_tokens=32)
 
 
@@ -88,8 +104,11 @@ def run_evaluation(
     threads: int = 1,
     log: Any = print,
     shard: tuple[int, int] | None = None,
+    configs: list[EvalConfig] | None = None,
 ) -> dict[str, Any]:
     """Run the evaluation; with ``shard=(i, n)`` only every n-th configuration from i.
+
+    ``configs`` replaces :func:`configurations` (e.g. to compare two settings on the full set).
 
     A sharded run writes ``shards/shard-i-of-n.json`` under ``out``; :func:`merge_shards`
     combines them into the report (shards can run as parallel processes).
@@ -123,9 +142,16 @@ def run_evaluation(
     results: dict[str, Any] = {"configs": [], "prompts": []}
     for p, chunks in zip(prompts, retrieved, strict=True):
         results["prompts"].append(
-            {"kind": p.kind, "record": p.record_id, "text": p.text, "retrieved": chunks}
+            {
+                "kind": p.kind,
+                "record": p.record_id,
+                "text": p.text,
+                "retrieved": chunks,
+                "question": p.question,
+                "accepted": list(p.answer) if p.answer else None,
+            }
         )
-    all_configs = configurations(smoke)
+    all_configs = configurations(smoke) if configs is None else configs
     for ci, cfg in enumerate(all_configs):
         if shard is not None and ci % shard[1] != shard[0]:
             continue
@@ -159,7 +185,8 @@ def run_evaluation(
             row["pii_found"] = pii_found(res.text, planted)
             if p.kind == "benign":
                 assert p.answer is not None
-                row["correct"] = p.answer.lower() in res.text.lower()
+                row["question"] = p.question
+                row["correct"] = answer_correct(res.text, p.answer)
                 nll, n = _answer_nll(lm.model, piece.prompt_ids, res.token_ids)
                 row["nll"], row["nll_tokens"] = nll, n
             receipt = res.receipt.to_dict() if res.receipt else {}

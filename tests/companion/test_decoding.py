@@ -152,6 +152,28 @@ def test_copy_aware_noises_only_copying_tokens_and_only_the_top_k():
     assert [r.reasons for r in proc.ledger.records] == [(), (), ("copy",)]
 
 
+def test_copy_penalty_lowers_only_candidates_that_would_copy():
+    """With the same noise, copy_penalty p lowers a copying candidate by p * clip, nothing else."""
+    context = [10, 11, 12, 13, 14, 15]
+
+    def screened(penalty: float) -> torch.Tensor:
+        cfg = CopyAwareConfig(max_copy_run=2, top_k=4, copy_budget=100, copy_penalty=penalty)
+        proc = CopyAwareProcessor(cfg, prompt_length=1, generator=_gen(5), context_ids=context)
+        s = torch.zeros(1, V)
+        s[0, 12] = 20.0
+        s[0, 40:43] = 5.0
+        out = s
+        for generated in ([], [10], [10, 11]):
+            out = proc(torch.tensor([[7, *generated]]), s)
+        assert proc.ledger.records[-1].reasons == ("copy",)
+        return out[0]
+
+    plain, lowered = screened(0.0), screened(0.5)
+    assert lowered[12] == pytest.approx(float(plain[12]) - 0.5)
+    assert torch.equal(lowered[40:43], plain[40:43])
+    assert torch.equal(torch.isfinite(lowered), torch.isfinite(plain))
+
+
 def test_copy_aware_ignores_runs_the_person_wrote():
     """A run that also occurs in the public prompt (the question) is not screened."""
     context = [10, 11, 12, 13]
