@@ -35,7 +35,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
-UPLOAD_PATHS = ("/v1/documents",)
+UPLOAD_PATHS = ("/v1/documents", "/v1/audit/inversion")  # file uploads: documents, hidden states
 TOKEN_PREFIXES = ("/v1/",)
 
 

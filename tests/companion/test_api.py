@@ -126,6 +126,13 @@ def test_body_size_limits(client):
         "/v1/documents", files=[("files", ("big.txt", b"z " * 40_000, "text/plain"))]
     )
     assert upload.status_code == 413
+    # Hidden-state files for the auditor are uploads too: over the body limit, under the
+    # upload limit, they reach the endpoint (which then judges the file itself).
+    states = client.post(
+        "/v1/audit/inversion",
+        files=[("file", ("states.npy", b"\0" * 10_000, "application/octet-stream"))],
+    )
+    assert states.status_code != 413, states.text
 
 
 @pytest.mark.slow
