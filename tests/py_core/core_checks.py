@@ -128,18 +128,3 @@ def check_accounting_hand_values() -> None:
     assert 17.8 < composed < 18.0, composed  # dp-accounting PLD: ~17.9
     # Gaussian, sigma = 1, 100-fold, delta 1e-5: dp-accounting's RDP accountant gives 96.1163.
     assert abs(gaussian_rdp_epsilon([1.0] * 100, 1.0, 1e-5)[0] - 96.1163) < 1e-3
-
-
-def all_checks() -> list[tuple[str, object]]:
-    return [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("check_")]
-
-
-def run_all() -> list[str]:
-    """Run every check; return the names of the failures (with their errors)."""
-    failures = []
-    for name, fn in all_checks():
-        try:
-            fn()  # type: ignore[operator]
-        except Exception as exc:  # report all, fail at the end
-            failures.append(f"{name}: {type(exc).__name__}: {exc}")
-    return failures

@@ -111,18 +111,3 @@ def check_calibration_validation() -> None:
     _raises(StateError, PreviewModel.from_dict, out_of_range)
     unsorted = dict(good, epsilons=list(reversed(good["epsilons"])))
     _raises(StateError, PreviewModel.from_dict, unsorted)
-
-
-def all_checks() -> list[tuple[str, object]]:
-    return [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("check_")]
-
-
-def run_all() -> list[str]:
-    """Run every check; return the names of the failures (with their errors)."""
-    failures = []
-    for name, fn in all_checks():
-        try:
-            fn()  # type: ignore[operator]
-        except Exception as exc:  # report all, fail at the end
-            failures.append(f"{name}: {type(exc).__name__}: {exc}")
-    return failures

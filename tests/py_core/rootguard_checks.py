@@ -97,18 +97,3 @@ def check_release_frequencies() -> None:
     for out in range(7):
         p = math.exp(mech.log_probability(out, 3))
         assert abs(counts[out] / n - p) < 4 * math.sqrt(p * (1 - p) / n), out
-
-
-def all_checks() -> list[tuple[str, object]]:
-    return [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("check_")]
-
-
-def run_all() -> list[str]:
-    """Run every check; return the names of the failures (with their errors)."""
-    failures = []
-    for name, fn in all_checks():
-        try:
-            fn()  # type: ignore[operator]
-        except Exception as exc:  # report all, fail at the end
-            failures.append(f"{name}: {type(exc).__name__}: {exc}")
-    return failures

@@ -10,9 +10,10 @@ from py_core import preview as preview_module
 from py_core import wordfreq
 from py_core.errors import StateError
 from tests.py_core import preview_checks
+from tests.py_core.checklib import all_checks
 
 
-@pytest.mark.parametrize(("name", "check"), preview_checks.all_checks())
+@pytest.mark.parametrize(("name", "check"), all_checks(preview_checks))
 def test_preview_check(name: str, check) -> None:
     """Each preview/wordfreq check passes in CPython."""
     check()

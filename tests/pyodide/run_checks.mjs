@@ -1,8 +1,8 @@
 // Run py_core's stdlib-only checks inside Pyodide (the interpreter the extension
 // ships) under Node, with no browser:
 //   node tests/pyodide/run_checks.mjs [module ...]
-// Each module (default: tests.py_core.core_checks) must define run_all() ->
-// list of failure strings.  Exit code 1 if any check fails.
+// Each module (default: tests.py_core.core_checks) holds check_* functions,
+// collected and run by tests/py_core/checklib.py.  Exit code 1 if any fails.
 import { loadPyodide } from "pyodide";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
@@ -38,9 +38,10 @@ console.log(`pyodide ${py.version} (Python ${py.runPython("import sys; sys.versi
 let failed = 0;
 for (const module of modules) {
   const result = py.runPython(`
-import importlib, json
-m = importlib.import_module(${JSON.stringify(module)})
-json.dumps({"names": [n for n, _ in m.all_checks()], "failures": m.run_all()})
+import json
+from tests.py_core.checklib import all_checks, run_all
+m = ${JSON.stringify(module)}
+json.dumps({"names": [n for n, _ in all_checks(m)], "failures": run_all(m)})
 `);
   const { names, failures } = JSON.parse(result);
   console.log(`${module}: ${names.length - failures.length}/${names.length} checks passed`);
