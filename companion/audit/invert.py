@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -191,17 +191,13 @@ def invert_fast(
             result.true_token_id = int(true_token_ids[t])
         results.append(result)
         callback(_event(result, states.shape[0]))
-    ids = [r.token_id for r in results]
-    return InversionResult(
-        method="fast",
-        model=target.identity,
-        layer=target.layer,
-        token_ids=ids,
-        text=target.decode(ids),
-        positions=results,
-        seconds=time.perf_counter() - started,
-        config={"tolerance": tolerance, "max_candidates": max_candidates},
-        true_token_ids=list(true_token_ids) if true_token_ids is not None else None,
+    return _result(
+        "fast",
+        target,
+        results,
+        started,
+        {"tolerance": tolerance, "max_candidates": max_candidates},
+        true_token_ids,
     )
 
 
@@ -400,18 +396,7 @@ def invert_gradient(
         result.seconds = time.perf_counter() - t0
         results.append(result)
         callback(_event(result, states.shape[0]))
-    ids = [r.token_id for r in results]
-    return InversionResult(
-        method="gradient",
-        model=target.identity,
-        layer=target.layer,
-        token_ids=ids,
-        text=target.decode(ids),
-        positions=results,
-        seconds=time.perf_counter() - started,
-        config=asdict(config),
-        true_token_ids=list(true_token_ids) if true_token_ids is not None else None,
-    )
+    return _result("gradient", target, results, started, asdict(config), true_token_ids)
 
 
 def prefix_without_last(prefix: Prefix) -> Prefix:
@@ -427,3 +412,25 @@ def prefix_without_last(prefix: Prefix) -> Prefix:
 def _rank_of(embedding: torch.Tensor, proxy: torch.Tensor, token: int) -> int:
     dist = (embedding - proxy).pow(2).sum(dim=-1)
     return int((dist < dist[token]).sum()) + 1
+
+
+def _result(
+    method: str,
+    target: TargetModel,
+    results: list[PositionResult],
+    started: float,
+    config: dict[str, Any],
+    true_token_ids: Sequence[int] | None,
+) -> InversionResult:
+    ids = [r.token_id for r in results]
+    return InversionResult(
+        method=method,
+        model=target.identity,
+        layer=target.layer,
+        token_ids=ids,
+        text=target.decode(ids),
+        positions=results,
+        seconds=time.perf_counter() - started,
+        config=config,
+        true_token_ids=list(true_token_ids) if true_token_ids is not None else None,
+    )
