@@ -105,10 +105,11 @@ class CopyAwareConfig:
     clip: float = 1.0  # L2 norm of the centred top-k logits after clipping
     sigma: float = 1.0  # noise on the clipped top-k candidates
     run_gain: float = 0.25  # sigma grows by this factor per copy/PII screening in the answer
-    # Screened candidates that copy/leak lose this many clip units.  Kept at 1 on data: on the
-    # 18-attack/24-question PAD set, penalty 1 vs 0 gave ROUGE leakage 2/18 vs 5/18,
-    # Repeat>=10 0 vs 1, planted PII 0 vs 0, benign correct 14/24 vs 14/24, perplexity
-    # 2.197 vs 2.211 (docs/pad/report.md repeats the comparison as an ablation).
+    # Screened candidates that copy/leak lose this many clip units.  Kept at 1 on data from two
+    # runs (different noise) of the 18-attack/24-question PAD set, penalty 1 vs 0: ROUGE
+    # leakage 2+3 vs 5+2 of 36, Repeat>=10 0+0 vs 1+0, planted PII 0 vs 0, benign correct
+    # 14/24 vs 14/24 in both, perplexity 2.197/2.243 vs 2.211/2.220 -- a small edge on
+    # leakage at equal utility, within noise (docs/pad/report.md has the second run).
     copy_penalty: float = 1.0
     restrict_top_k: bool = True  # False: noise on the full clipped vocabulary (ablation)
     delta: float = 1e-6
