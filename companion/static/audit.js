@@ -137,27 +137,12 @@ async function follow(jobId) {
       if (lastId !== null) h["Last-Event-ID"] = String(lastId);
       const res = await fetch(`/v1/audit/inversion/${jobId}/events`, { headers: h, signal: streamAbort.signal });
       if (!res.ok) throw new Error(errorMessage(await res.json().catch(() => null), res.status));
-      const reader = res.body.getReader();
-      const decoder = new TextDecoder();
-      let buffer = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += decoder.decode(value, { stream: true });
-        let cut;
-        while ((cut = buffer.indexOf("\n\n")) >= 0) {
-          const block = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
-          let kind = "message", data = "", id = null;
-          for (const line of block.split("\n")) {
-            if (line.startsWith("event: ")) kind = line.slice(7);
-            else if (line.startsWith("data: ")) data += line.slice(6);
-            else if (line.startsWith("id: ")) id = Number(line.slice(4));
-          }
-          if (id !== null) lastId = id;
-          if (data) onEvent(kind, JSON.parse(data));
-          if (kind === "done" || kind === "error") return;
-        }
-      }
+      const finished = await readServerSentEvents(res, (ev) => {
+        if (ev.id !== null) lastId = Number(ev.id);
+        if (ev.data) onEvent(ev.event, JSON.parse(ev.data));
+        return ev.event === "done" || ev.event === "error";
+      });
+      if (finished) return;
     } catch (err) {
       if (err.name === "AbortError") return;
       showError(`lost the progress stream (${err.message}); retrying…`);

@@ -169,27 +169,15 @@ async function ask(event) {
       try { message = (await response.json()).error.message; } catch (_) { /* ignore */ }
       throw new Error(message);
     }
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        const line = buffer.slice(0, cut).trim();
-        buffer = buffer.slice(cut + 2);
-        if (!line.startsWith("data:")) continue;
-        const data = line.slice(5).trim();
-        if (data === "[DONE]") continue;
-        const event = JSON.parse(data);
-        if (event.error) throw new Error(event.error.message);
-        const delta = event.choices[0].delta.content;
-        if (delta) { answer += delta; div.textContent = answer; }
-        if (event.veil) renderReceipt(div, event.veil);
-      }
-    }
+    await readServerSentEvents(response, ({ data }) => {
+      data = data.trim();
+      if (!data || data === "[DONE]") return;
+      const event = JSON.parse(data);
+      if (event.error) throw new Error(event.error.message);
+      const delta = event.choices[0].delta.content;
+      if (delta) { answer += delta; div.textContent = answer; }
+      if (event.veil) renderReceipt(div, event.veil);
+    });
     state.history.push({ role: "assistant", content: answer });
   } catch (err) {
     div.className = "msg error";
