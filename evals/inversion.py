@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--code-windows", type=int, default=3, help="10-token Python code windows")
     parser.add_argument("--random-windows", type=int, default=2, help="10 uniformly random tokens")
     parser.add_argument(
-        "--published-tokens", type=int, default=2, help="positions run with the published method"
+        "--published-tokens", type=int, default=3, help="positions run with the published method"
     )
     parser.add_argument("--published-steps", type=int, default=1000, help="K")
     parser.add_argument("--published-candidates", type=int, default=2000, help="C")
@@ -61,6 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated noise levels for the sigma curve",
     )
     parser.add_argument("--sigma-windows", type=int, default=5)
+    parser.add_argument(
+        "--unscreened-windows",
+        type=int,
+        default=30,
+        help="news windows also run without bfloat16 screening (what screening buys)",
+    )
     parser.add_argument("--starved-candidates", type=int, default=1, help="C of the starved search")
     parser.add_argument("--seed", type=int, default=2024, help="window sampling and noise seed")
     parser.add_argument(
@@ -108,6 +114,7 @@ def _run_smoke(args: argparse.Namespace) -> int:
             args.published_steps = min(args.published_steps, 60)
             args.published_candidates = min(args.published_candidates, 64)
             args.sigma_windows = min(args.sigma_windows, 2)
+            args.unscreened_windows = min(args.unscreened_windows, 2)
             args.sigmas = "0,1e-2,1"
             out = args.out or Path(tmp) / "report"
             code = _evaluate(target, args, out, setup=lambda: run_setup(target, config))
@@ -166,6 +173,13 @@ def auroc(scores_pos: list[float], scores_neg: list[float]) -> float:
     return wins / (len(scores_pos) * len(scores_neg))
 
 
+def _quantile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
 def _summarise(results: list[Any]) -> dict[str, Any]:
     tokens = [p for r in results for p in r.positions]
     times = [p.seconds for p in tokens]
@@ -185,6 +199,15 @@ def _summarise(results: list[Any]) -> dict[str, Any]:
         "found_in_first_batch": sum(1 for r in ranks if r <= 8) / max(1, len(ranks)),
         "found_in_top512": sum(1 for r in ranks if r <= 512) / max(1, len(ranks)),
         "exhaustive_positions": sum(1 for p in tokens if p.candidates_checked > 512),
+        "p95_s_per_token": _quantile(times, 0.95),
+        "mean_candidates_examined": statistics.fmean(p.candidates_checked for p in tokens)
+        if tokens
+        else float("nan"),
+        "mean_full_precision_checks": statistics.fmean(
+            p.candidates_checked - p.screened for p in tokens
+        )
+        if tokens
+        else float("nan"),
         "max_cumulative_loss": max((r.cumulative_loss for r in results), default=float("nan")),
     }
 
@@ -254,6 +277,26 @@ def _evaluate(target: Any, args: argparse.Namespace, out: Path, *, setup: Any) -
         for name, res in all_fast.items()
         if res
     ]
+
+    # The same search without reduced-precision screening, on the first news windows.
+    unscreened = []
+    for ids in sets["news-10"][: args.unscreened_windows]:
+        unscreened.append(
+            invert_fast(
+                target, target.hidden_states(ids), artifacts, true_token_ids=ids, screen=False
+            )
+        )
+    if unscreened:
+        n = len(unscreened)
+        report["unscreened"] = {
+            "without": _summarise(unscreened),
+            "with": _summarise(all_fast["news-10"][:n]),
+        }
+        print(
+            f"unscreened: {report['unscreened']['without']['mean_s_per_token']:.3f} s/token "
+            f"vs {report['unscreened']['with']['mean_s_per_token']:.3f} with screening",
+            flush=True,
+        )
 
     # The published configuration on the first positions of the first news window.
     pub_results = []
@@ -510,7 +553,8 @@ def _markdown(r: dict[str, Any]) -> str:
     lines = [
         "# Hidden-state inversion: evaluation report",
         "",
-        "Regenerate with `python -m companion eval inversion --threads 1` "
+        "Regenerate with `python -m companion audit setup --threads 2 --force` (one-time "
+        "per-model setup, timed) then `python -m companion eval inversion --threads 2` "
         "(`veil eval inversion`); CI runs `--smoke` on a tiny random model.",
         "",
         f"- Model: `{r['source']}` (identity `{r['model']}`), layer {r['layer']} "
@@ -525,18 +569,39 @@ def _markdown(r: dict[str, Any]) -> str:
         "",
         "## Fast exact path",
         "",
+        "The search: candidates in the ranker's order; the first 8 verified at full "
+        "precision, the rest screened in growing chunks by a bfloat16 copy of the model, "
+        "and only those whose screened state is close verified at full precision; a "
+        "token is committed only when its fp32 state reproduces the leaked one within "
+        "the tolerance (max-abs 1e-3), else the whole vocabulary is verified in fp32.",
+        "",
         "| set | windows | tokens | exact match | token acc. | tokens proven | mean s/token | "
-        "median | worst | found in 1st batch (<=8) | positions with >512 candidates checked |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "median | p95 | worst | found in 1st batch (<=8) | mean candidates examined | "
+        "mean fp32 checks | positions with >512 candidates examined |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in r["fast"].items():
         lines.append(
             f"| {name} | {s['windows']} | {s['tokens']} | {100 * s['exact_match']:.1f}% | "
             f"{100 * s['token_accuracy']:.1f}% | {100 * s['tokens_proven']:.1f}% | "
             f"{_fmt(s['mean_s_per_token'])} | {_fmt(s['median_s_per_token'])} | "
+            f"{_fmt(s.get('p95_s_per_token'))} | "
             f"{_fmt(s['worst_s_per_token'])} | {100 * s['found_in_first_batch']:.1f}% | "
-            f"{s['exhaustive_positions']} |"
+            f"{_fmt(s.get('mean_candidates_examined'))} | "
+            f"{_fmt(s.get('mean_full_precision_checks'))} | {s['exhaustive_positions']} |"
         )
+    if r.get("unscreened"):
+        u = r["unscreened"]
+        lines += [
+            "",
+            f"What screening buys (first {u['without']['windows']} news windows, same run): "
+            f"{_fmt(u['without']['mean_s_per_token'])} s/token verifying every candidate in "
+            f"fp32 vs {_fmt(u['with']['mean_s_per_token'])} s/token with screening "
+            f"(worst {_fmt(u['without']['worst_s_per_token'])} vs "
+            f"{_fmt(u['with']['worst_s_per_token'])} s); "
+            f"exact match {100 * u['without']['exact_match']:.0f}% vs "
+            f"{100 * u['with']['exact_match']:.0f}%.",
+        ]
     p = r["published"]
     sp = r["speed"]
     lines += [

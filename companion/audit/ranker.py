@@ -9,11 +9,15 @@ candidates are tried.
   computed once per model (fp16 on disk) and the candidates are ordered by their
   distance to the leaked state.
 * **Ranker.**  For t ≥ 1 a small network maps (h_t, h_{t-1}) to a query in the
-  input-embedding space; a token's score is ``query · E[v] + a·log p(v | h_{t-1}) +
-  b_v`` where ``log p`` is the model's own next-token distribution computed from
-  the previous leaked state.  It is trained with cross-entropy over the whole
-  vocabulary on text the model generates itself (plus some randomly spliced
+  input-embedding space; a token's score is ``query · E[v] + b_v + a·logit(v | h_{t-1})``
+  where the logit is the model's own next-token prediction from the previous leaked
+  state.  It is trained with cross-entropy over the whole vocabulary on text the
+  model generates itself by plain sampling at temperature 1 (plus randomly spliced
   tokens so it also learns to read unfamiliar tokens) — never on evaluation text.
+  The prior term is dropped for a share of the training rows, so the same network
+  also reads the state alone; candidates are ordered by the mixture
+  ``(1-λ)·p(v | state, prior) + λ·p(v | state alone)``, which hedges against text
+  the model itself finds unlikely (names, code, random tokens).
 
 Everything is cached under ``veil_home()/audit/<model identity>-L<layer>/``; every
 stage writes its output atomically and the position-0 table and the training
@@ -34,11 +38,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from companion.audit.hidden import TargetModel, cache_of
+from companion.audit.hidden import PriorHead, TargetModel, cache_of
 from py_core.errors import InvalidParameterError, StateError
 
 Progress = Callable[[str, int, int], None]
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+RIDGE_ROWS = 60_000
+DEFAULT_MIXTURE = 0.05
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -49,15 +55,18 @@ def _no_progress(stage: str, done: int, total: int) -> None:
 class SetupConfig:
     """Sizes of the one-time per-model setup."""
 
-    sequences: int = 320  # generated training sequences
+    sequences: int = 2048  # generated training sequences
     length: int = 64  # tokens per sequence
-    splice_fraction: float = 0.25  # share of sequences with random tokens spliced in
-    splice_rate: float = 0.15  # share of positions replaced in those sequences
-    generation_batch: int = 64
+    temperature: float = 1.0  # plain sampling: the text is as surprising as the model's own
+    splice_fraction: float = 0.3  # share of sequences with random tokens spliced in
+    splice_rate: float = 0.1  # share of positions replaced in those sequences
+    generation_batch: int = 128
     epochs: int = 2
-    batch_size: int = 256
+    batch_size: int = 512
     learning_rate: float = 1e-3
     hidden: int = 1024
+    prior_dropout: float = 0.3  # share of training rows scored without the model's prior
+    mixture: float = DEFAULT_MIXTURE  # weight of the state-alone ranking in the candidate order
     seed: int = 1234  # generated training text is an experiment artefact, not protection
     table_batch: int = 512
 
@@ -67,12 +76,14 @@ class SetupConfig:
                 raise InvalidParameterError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.length < 2:
             raise InvalidParameterError(f"length must be at least 2, got {self.length}")
-        for name in ("splice_fraction", "splice_rate"):
+        if not (self.temperature > 0 and math.isfinite(self.temperature)):
+            raise InvalidParameterError(f"temperature must be positive, got {self.temperature}")
+        for name in ("splice_fraction", "splice_rate", "prior_dropout", "mixture"):
             if not 0.0 <= float(getattr(self, name)) <= 1.0:
                 raise InvalidParameterError(f"{name} must be in [0, 1], got {getattr(self, name)}")
 
     def fingerprint(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        return json.dumps({**asdict(self), "format": FORMAT_VERSION}, sort_keys=True)
 
 
 def audit_home() -> Path:
@@ -112,15 +123,47 @@ class Ranker(nn.Module):
         self,
         current: torch.Tensor,
         previous: torch.Tensor,
-        prior: torch.Tensor | None,
+        use_prior: torch.Tensor | None,
         embedding: torch.Tensor,
+        head: PriorHead | None,
     ) -> torch.Tensor:
+        """Scores (B, V).  ``use_prior`` (B,) in [0, 1] weighs the model's prior per row.
+
+        The prior enters as the model's next-token *logits* from ``previous``: the
+        log-normaliser is a per-row constant, so rankings and cross-entropy are
+        those of the log-probabilities.  With tied input/output embeddings the
+        prior folds into the query and costs nothing.
+        """
         x = (torch.cat([current, previous], dim=-1) - self.mean) / self.std
         query = self.linear(x) + self.mlp(x)
-        scores = query @ embedding.T + self.bias
-        if prior is not None:
-            scores = scores + self.prior_weight * prior
+        if head is None or use_prior is None:
+            return query @ embedding.T + self.bias
+        weight = (self.prior_weight * use_prior).unsqueeze(-1)
+        if head.tied:
+            scores = (query + weight * previous) @ embedding.T + self.bias
+        else:
+            scores = query @ embedding.T + self.bias + weight * (previous @ head.weight.T)
+        if head.bias is not None:
+            scores = scores + weight * head.bias
         return scores
+
+    def order_scores(
+        self,
+        current: torch.Tensor,
+        previous: torch.Tensor,
+        embedding: torch.Tensor,
+        head: PriorHead | None,
+        mixture: float,
+    ) -> torch.Tensor:
+        """log of (1-λ)·p(v | state, prior) + λ·p(v | state alone), λ = ``mixture``."""
+        alone = torch.log_softmax(self(current, previous, None, embedding, None), dim=-1)
+        if head is None or mixture >= 1.0:
+            return alone
+        ones = torch.ones(current.shape[0], device=current.device)
+        full = torch.log_softmax(self(current, previous, ones, embedding, head), dim=-1)
+        if mixture <= 0.0:
+            return full
+        return torch.logaddexp(full + math.log1p(-mixture), alone + math.log(mixture))
 
 
 @dataclass
@@ -141,36 +184,12 @@ class SetupArtifacts:
         first = (table.float() - states[0]).pow(2).sum(dim=-1)
         orders.append(torch.argsort(first))
         if states.shape[0] > 1:
-            prior = target.prior_logprobs(states[:-1])
-            embedding = target.embedding.float()
-            scores = self.ranker(states[1:], states[:-1], prior, embedding)
-            with_prior = torch.argsort(scores, dim=-1, descending=True)
-            if prior is None:
-                orders.extend(with_prior)
-            else:
-                # Unfamiliar tokens (random ids, rare names) are what the model's own
-                # prediction rules out: after the first PRIOR_FIRST candidates, try the
-                # ranker's reading of the state alone before the long tail.
-                alone = self.ranker(states[1:], states[:-1], None, embedding)
-                without = torch.argsort(alone, dim=-1, descending=True)
-                orders.extend(
-                    _merge(with_prior[i], without[i], self.table.shape[0])
-                    for i in range(with_prior.shape[0])
-                )
+            mixture = float(self.meta.get("config", {}).get("mixture", DEFAULT_MIXTURE))
+            scores = self.ranker.order_scores(
+                states[1:], states[:-1], target.embedding.float(), target.prior_head(), mixture
+            )
+            orders.extend(torch.argsort(scores, dim=-1, descending=True))
         return [o.cpu() for o in orders]
-
-
-PRIOR_FIRST = 576
-STATE_NEXT = 3072
-
-
-def _merge(with_prior: torch.Tensor, without: torch.Tensor, vocab: int) -> torch.Tensor:
-    """with_prior[:PRIOR_FIRST], then without[:STATE_NEXT], then the rest; each id once."""
-    head = torch.cat([with_prior[:PRIOR_FIRST], without[:STATE_NEXT], with_prior])
-    pos = torch.arange(head.shape[0])
-    first = torch.full((vocab,), head.shape[0], dtype=torch.long)
-    first = first.scatter_reduce(0, head, pos, reduce="amin")
-    return head[first[head] == pos]
 
 
 def is_ready(target: TargetModel) -> bool:
@@ -187,8 +206,13 @@ def load_setup(target: TargetModel) -> SetupArtifacts:
             "`veil audit setup` once (about 15 minutes on two CPU cores for SmolLM2-135M)"
         )
     meta = json.loads(done.read_text())
-    if meta.get("key") != target.key or meta.get("format") != FORMAT_VERSION:
+    if meta.get("key") != target.key:
         raise StateError(f"the setup in {folder} was made for other weights; delete it and rerun")
+    if meta.get("format") != FORMAT_VERSION:
+        raise StateError(
+            f"the setup in {folder} was made by an older version of Veil; run "
+            "`veil audit setup` again (it keeps the position-0 table and rebuilds the rest)"
+        )
     state = torch.load(folder / "ranker.pt", map_location="cpu", weights_only=True)
     ranker = Ranker(
         target.hidden_size, target.embed_dim, target.vocab_size, meta["config"]["hidden"]
@@ -219,7 +243,7 @@ def run_setup(
         for path in folder.iterdir():
             path.unlink()
     if config_file.exists():
-        _invalidate(folder, json.loads(config_file.read_text()), asdict(config))
+        _invalidate(folder, json.loads(config_file.read_text()), json.loads(config.fingerprint()))
     if (folder / "done.json").exists():
         return load_setup(target)
     config_file.write_text(config.fingerprint())
@@ -249,6 +273,7 @@ def run_setup(
 _CORPUS_FIELDS = (
     "sequences",
     "length",
+    "temperature",
     "splice_fraction",
     "splice_rate",
     "generation_batch",
@@ -261,13 +286,19 @@ def _invalidate(folder: Path, old: dict[str, Any], new: dict[str, Any]) -> None:
     if old == new:
         return
     stale = ["ranker", "done"]
-    if any(old.get(k) != new.get(k) for k in _CORPUS_FIELDS):
+    if any(old.get(k) != new.get(k) for k in (*_CORPUS_FIELDS, "format")):
         stale.append("corpus")
-    if any(old.get(k) != new.get(k) for k in _CORPUS_FIELDS if k != "sequences"):
+    if any(old.get(k) != new.get(k) for k in (*_CORPUS_FIELDS, "format") if k != "sequences"):
         stale.append("chunks")
     for path in folder.iterdir():
         if path.name.split(".")[0] in stale:
             path.unlink()
+    timings = folder / "timings.json"
+    if timings.exists():  # the time of a stage that is rebuilt no longer counts
+        spent = json.loads(timings.read_text())
+        drop = {"ranker": "train_s", "corpus": "corpus_s"}
+        kept = {k: v for k, v in spent.items() if k not in {drop[s] for s in stale if s in drop}}
+        timings.write_text(json.dumps(kept))
 
 
 class _StageClock:
@@ -341,7 +372,7 @@ def _build_table(
 def _build_corpus(
     target: TargetModel, config: SetupConfig, folder: Path, progress: Progress
 ) -> None:
-    """Sequences sampled from the model itself (top-p 0.95), some with random tokens spliced in.
+    """Sequences sampled from the model itself (temperature sampling), some with random tokens.
 
     Generated chunks are kept in ``chunks.pt`` as they are made, so an interrupted
     run (or a later run asking for more sequences) continues the same stream.
@@ -402,12 +433,8 @@ def _sample_chunk(
         result = model(**kwargs)
         cache = cache_of(result)
         logits = result.logits[:, -1].float().cpu()
-        probs = torch.softmax(logits, dim=-1)
-        sorted_p, order = probs.sort(dim=-1, descending=True)
-        cum = sorted_p.cumsum(dim=-1)
-        sorted_p[(cum - sorted_p) > 0.95] = 0.0
-        choice = torch.multinomial(sorted_p, 1, generator=local)
-        nxt = order.gather(-1, choice)
+        probs = torch.softmax(logits / config.temperature, dim=-1)
+        nxt = torch.multinomial(probs, 1, generator=local)
         step_ids = nxt.to(target.device)
         out = torch.cat([out, step_ids], dim=1)
     return out.cpu()
@@ -453,14 +480,15 @@ def _train_ranker(
         schedule.load_state_dict(saved["schedule"])
         first_epoch = int(saved["epoch"])
         gen.set_state(saved["generator"])
+    head = target.prior_head()
     for epoch in range(first_epoch, config.epochs):
         ranker.train()
         order = torch.randperm(split, generator=gen)
         for step in range(steps_per_epoch):
             idx = order[step * config.batch_size : (step + 1) * config.batch_size]
             c, p = cur[idx].to(target.device), prev[idx].to(target.device)
-            prior = target.prior_logprobs(p)
-            scores = ranker(c, p, prior, embedding)
+            use = (torch.rand(idx.shape[0], generator=gen) >= config.prior_dropout).float()
+            scores = ranker(c, p, use.to(target.device), embedding, head)
             loss = nn.functional.cross_entropy(scores, labels[idx].to(target.device))
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
@@ -478,7 +506,7 @@ def _train_ranker(
             checkpoint,
         )
     ranker.eval()
-    report = _validate(target, ranker, cur[split:], prev[split:], labels[split:])
+    report = _validate(target, ranker, cur[split:], prev[split:], labels[split:], config.mixture)
     _atomic_save({"model": ranker.state_dict()}, folder / "ranker.pt")
     checkpoint.unlink(missing_ok=True)
     return report
@@ -504,10 +532,11 @@ def _ridge_init(
     ranker.mean.copy_(mean)
     ranker.std.copy_(std)
     z = (x - mean) / std
-    y = embedding[labels]
-    gram = z.T @ z
+    n = min(z.shape[0], RIDGE_ROWS)  # the Gram matrix needs no more to settle
+    y = embedding[labels[:n]]
+    gram = z[:n].T @ z[:n]
     lam = 1e-3 * float(gram.diagonal().mean())
-    weight = torch.linalg.solve(gram + lam * torch.eye(gram.shape[0]), z.T @ y)  # (2d, e)
+    weight = torch.linalg.solve(gram + lam * torch.eye(gram.shape[0]), z[:n].T @ y)  # (2d, e)
     last = ranker.mlp[-1]
     assert isinstance(last, nn.Linear)
     nn.init.zeros_(last.weight)
@@ -536,13 +565,16 @@ def _validate(
     cur: torch.Tensor,
     prev: torch.Tensor,
     labels: torch.Tensor,
+    mixture: float,
 ) -> dict[str, Any]:
-    """Rank of the true token on held-out generated text (not evaluation text)."""
+    """Rank of the true token (in the search order) on held-out generated text."""
     ranks = []
+    embedding = target.embedding.float()
+    head = target.prior_head()
     for start in range(0, cur.shape[0], 256):
         c = cur[start : start + 256].to(target.device)
         p = prev[start : start + 256].to(target.device)
-        scores = ranker(c, p, target.prior_logprobs(p), target.embedding.float())
+        scores = ranker.order_scores(c, p, embedding, head, mixture)
         true = scores.gather(1, labels[start : start + 256].to(target.device).reshape(-1, 1))
         ranks.append((scores > true).sum(dim=1).cpu() + 1)
     r = torch.cat(ranks).float()
@@ -553,4 +585,5 @@ def _validate(
         "top64": float((r <= 64).float().mean()),
         "top512": float((r <= 512).float().mean()),
         "median_rank": float(r.median()),
+        "mean_rank": float(r.mean()),
     }

@@ -47,6 +47,10 @@ function visible(token) {
   return token.replace(/\n/g, "↵\n").replace(/\t/g, "⇥");
 }
 
+function checkedInFp32(p) {
+  return p.candidates_checked - (p.screened ?? 0);
+}
+
 function tokenSpan(p) {
   const span = document.createElement("span");
   span.className = "tok" + (p.status !== "proven" ? " flagged" : "");
@@ -54,7 +58,8 @@ function tokenSpan(p) {
   span.textContent = visible(p.token);
   span.title = `#${p.position} ${JSON.stringify(p.token)} — ${p.status}\n` +
     `discrete loss ${p.discrete_loss.toExponential(2)}\nrank ${p.rank ?? "–"}, ` +
-    `${p.candidates_checked} candidates checked, ${p.seconds.toFixed(3)} s`;
+    `${p.candidates_checked} candidates examined (${checkedInFp32(p)} in full precision), ` +
+    `${p.seconds.toFixed(3)} s`;
   span.dataset.status = p.status;
   return span;
 }
@@ -90,7 +95,8 @@ function renderResult(result, tokenizerText) {
   body.replaceChildren(...result.positions.map((p) => {
     const tr = document.createElement("tr");
     const cells = [p.position, JSON.stringify(p.token), p.status, p.discrete_loss.toExponential(2),
-      p.max_abs.toExponential(2), p.rank ?? "–", p.candidates_checked, p.seconds.toFixed(3),
+      p.max_abs.toExponential(2), p.rank ?? "–",
+      `${p.candidates_checked} (${checkedInFp32(p)} fp32)`, p.seconds.toFixed(3),
       p.true_token_id === null ? "–" : (p.true_token_id === p.token_id ? "✓" : "✗")];
     cells.forEach((c, i) => {
       const td = document.createElement("td");

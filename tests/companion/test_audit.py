@@ -144,6 +144,52 @@ def test_forced_failure_is_detected_without_the_text(tiny):
     assert starved.cumulative_loss > 1e4 * good.cumulative_loss
 
 
+class _Reversed(SetupArtifacts):
+    """The ranker's order reversed: the true token comes near the end of every search."""
+
+    def rank(self, target, states):
+        return [torch.flip(order, [0]) for order in super().rank(target, states)]
+
+
+def test_screening_finds_the_tail_and_never_decides(tiny, monkeypatch):
+    """Reduced-precision screening reorders the tail; only full-precision verification proves.
+
+    With the truth ranked last, the screened search still proves every token after
+    few full-precision checks; a screener that lies (everything far, or everything
+    close) changes the cost, never the answer.
+    """
+    target, artifacts, _ = tiny
+    ids = target.encode(TEXT)
+    states = target.hidden_states(ids)
+    bad = _Reversed(artifacts.ranker, artifacts.table, artifacts.duplicates, artifacts.meta)
+    plain = invert_fast(target, states, bad, true_token_ids=ids, screen=False)
+    screened = invert_fast(target, states, bad, true_token_ids=ids, screen=True)
+    assert plain.exact_match and plain.proven
+    assert screened.exact_match and screened.proven
+    assert screened.config["screen"] and not plain.config["screen"]
+    for p, q in zip(screened.positions, plain.positions, strict=True):
+        assert p.rank == q.rank > 8
+        assert p.screened > 0
+        verified = p.candidates_checked - p.screened
+        assert verified < q.candidates_checked  # far fewer full-precision passes
+    assert max(p.discrete_loss for p in screened.positions) < 1e-8
+
+    def far(prefix, candidates, state):
+        return torch.full((candidates.numel(),), 1e9)
+
+    monkeypatch.setattr(target, "screen", far)
+    lied = invert_fast(target, states, bad, true_token_ids=ids, screen=True)
+    assert lied.exact_match and lied.proven
+    assert all(p.screened < p.candidates_checked for p in lied.positions)
+
+    def close(prefix, candidates, state):
+        return torch.zeros(candidates.numel())
+
+    monkeypatch.setattr(target, "screen", close)
+    fooled = invert_fast(target, states, bad, true_token_ids=ids, screen=True)
+    assert fooled.exact_match and fooled.proven
+
+
 def test_state_from_no_token_is_unresolvable(tiny):
     """A state no token can produce is searched exhaustively and reported unresolved."""
     target, artifacts, _ = tiny
