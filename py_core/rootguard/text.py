@@ -5,8 +5,9 @@ text.  :func:`find_mentions` looks for numbers that
 
 1. stand in a recognised context -- a unit after them ("81 kg", "178 lb",
    "5'11\\"", "1.80 m", "5.4 mmol/L", "40 U/L"), an alias of a profile value
-   shortly before them ("weight 81", "AST: 40", "my BMI is 24.9"), or an age
-   phrase ("I'm 52", "52 years old", "52-year-old", "aged 52"); and
+   shortly before them ("weight 81", "AST: 40", "my BMI is 24.9"; paired as in
+   "AST/ALT 40/35"), or an age phrase ("I'm 52", "52 years old", "52-year-old",
+   "aged 52", the clinical shorthand "52M" / "52 F"); and
 2. equal the person's true value of such a value, converted to the written unit,
    at the written precision (half a unit of the last written digit, plus half the
    declared precision for roots; plus 0.5% for derived values the person may
@@ -103,6 +104,11 @@ _BLOOD_PRESSURE = re.compile(
     r"(?<![\w./])(?P<sys>\d{2,3})\s*/\s*(?P<dia>\d{2,3})(?![\w./]|/\d)(?P<unit>\s*mm\s*hg)?",
     re.IGNORECASE,
 )
+# A slash-separated pair of numbers ("40/35"), as written after a pair of labels.
+_PAIR = re.compile(r"(?<![\w./])(?P<a>\d+(?:\.\d+)?)\s*/\s*(?P<b>\d+(?:\.\d+)?)(?![\w.]|/\d)")
+_PAIR_JOIN = re.compile(r"^\s*/\s*$")
+# Clinical age-sex shorthand: "52M", "52 F" (capital letter only: "52m" is metres).
+_AGE_SEX = re.compile(r"(?<![\w.,/\-'$\u00a3\u20ac])(?P<age>\d{1,3})\s?[MF](?![\w'])")
 _BP_WORDS = re.compile(r"(?:\bbp\b|blood\s+pressure)[^.;!?\n\d]{0,20}$", re.IGNORECASE)
 _MONTH = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
@@ -134,7 +140,7 @@ _AGE_AFTER = re.compile(
     r"^(?:\s*-?\s*years?\s*-?\s*old|\s*-year-old|\s*(?:yrs?|y\s*/\s*o|yo)\b)", re.IGNORECASE
 )
 _FILLER = re.compile(
-    r"^(?:\s|:|=|\bis\b|\bwas\b|\bof\b|\bare\b|\bnow\b|\babout\b|\baround\b|\bcurrently\b|"
+    r"^(?:\s|:|=|\bis\b|\bwas\b|\bwere\b|\bof\b|\bare\b|\bnow\b|\babout\b|\baround\b|\bcurrently\b|"
     r"\btoday\b|\bmeasured\b|\bat\b|\bjust\b|\bvalue\b|\blevel\b|\blevels\b|\breading\b|"
     r"\bfasting\b|\bapprox\.?|~|\(|,)*$",
     re.IGNORECASE,
@@ -204,6 +210,30 @@ def _aliased_names(text: str, start: int, hits: _AliasHits) -> set[str]:
         return set()
     nearest = max(found.values())
     return {name for name, end in found.items() if end == nearest}
+
+
+def _aliased_pair(text: str, start: int, hits: _AliasHits) -> tuple[set[str], set[str]] | None:
+    """The names of "LABEL1/LABEL2" written shortly before ``start`` (only filler between)."""
+    window_start = max(0, start - 60)
+    cut = max(text.rfind(c, window_start, start) for c in ";!?\n")
+    window = hits.hits[bisect_left(hits.ends, window_start) : bisect_right(hits.ends, start)]
+    seconds = [h for h in window if h[1] > cut and _FILLER.match(text[h[0] : start])]
+    if not seconds:
+        return None
+    second_end = max(h[0] for h in seconds)
+    second = [h for h in seconds if h[0] == second_end]
+    second_start = min(h[1] for h in second)
+    firsts = [
+        h for h in window if h[0] <= second_start and h[1] > cut
+        and _PAIR_JOIN.match(text[h[0] : second_start])
+    ]  # fmt: skip
+    if not firsts:
+        return None
+    first_end = max(h[0] for h in firsts)
+    return (
+        {h[2] for h in firsts if h[0] == first_end},
+        {h[2] for h in second},
+    )
 
 
 def _tolerance(profile: Profile, name: str, unit: str, decimals: int, written: float) -> float:
@@ -302,6 +332,38 @@ def find_mentions(text: str, profile: Profile, true_values: Mapping[str, float])
             if names:
                 claim(Mention(m.start(group), m.end(group), names[0], m.group(group), "mmHg", 0))
 
+    for m in _PAIR.finditer(text):
+        if not free(m.start(), m.end()):
+            continue
+        labels = _aliased_pair(text, m.start(), aliases)
+        if labels is None:
+            continue
+        unit_info = _unit_at(text, m.end("b"))
+        unit = unit_info[0] if unit_info else None
+        found = []
+        for group, names_here in zip(("a", "b"), labels, strict=True):
+            written_text = m.group(group)
+            decimals = _decimals(written_text)
+            names = _matching(profile, truth, names_here, float(written_text), unit, decimals)
+            if names:
+                spec_unit = unit or profile.spec(names[0]).unit
+                found.append(
+                    Mention(
+                        m.start(group), m.end(group), names[0], written_text, spec_unit, decimals
+                    )
+                )
+        for mention in found:
+            claim(mention)
+
+    ages = {n for n in profile.names if profile.spec(n).quantity == "age"}
+    for m in _AGE_SEX.finditer(text):
+        start, end = m.span("age")
+        if not free(start, end):
+            continue
+        names = _matching(profile, truth, ages, float(m.group("age")), None, 0)
+        if names:
+            claim(Mention(start, end, names[0], m.group("age"), profile.spec(names[0]).unit, 0))
+
     for m in _NUMBER.finditer(text):
         start, end = m.span(1)
         if not free(start, end):
@@ -314,7 +376,6 @@ def find_mentions(text: str, profile: Profile, true_values: Mapping[str, float])
         if unit is None and text[end : end + 1].isalpha():
             continue  # glued to a word that is not a unit ("3rd", "4x")
         near = _aliased_names(text, start, aliases)
-        ages = {n for n in profile.names if profile.spec(n).quantity == "age"}
         if unit is None and (
             _AGE_AFTER.match(text[end:]) or _AGE_BEFORE.search(text[max(0, start - 20) : start])
         ):

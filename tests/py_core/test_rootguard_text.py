@@ -55,6 +55,12 @@ def _found(text: str) -> list[tuple[str, str]]:
         ("I'm a 52 y/o male, 81kg", [("age", "52"), ("weight_kg", "81")]),
         ("I am 52 years old and 180cm", [("age", "52"), ("height_cm", "180")]),
         ("weight: 81 kg, goal 78 kg", [("weight_kg", "81")]),
+        ("52M with chest pain", [("age", "52")]),
+        ("pt is a 52 F, 81 kg", [("age", "52"), ("weight_kg", "81")]),
+        ("AST/ALT 40/35", [("ast", "40"), ("alt", "35")]),
+        ("AST/ALT: 40/35 U/L", [("ast", "40"), ("alt", "35")]),
+        ("ALT / AST were 35/40", [("alt", "35"), ("ast", "40")]),
+        ("AST/ALT 40/36", [("ast", "40")]),
     ],
 )
 def test_finds_declared_values_in_many_formats(text: str, expected: list[tuple[str, str]]) -> None:
@@ -81,6 +87,11 @@ def test_finds_declared_values_in_many_formats(text: str, expected: list[tuple[s
         "my FIB-4 is 1.2",  # not the person's FIB-4
         "1.2 m tall",
         "52",
+        "raised $52M in funding",  # money, not an age
+        "a 52m sprint",  # metres
+        "a ratio of 40/35",  # a pair without labels
+        "AST/ALT 41/36",  # not the person's values
+        "52Mbps",
     ],
 )
 def test_leaves_other_numbers_alone(text: str) -> None:
