@@ -257,27 +257,16 @@ def _search_position(
     checked = 0
     for start, stop in _batches(int(order.numel()), len(prefix), target):
         cand = order[start:stop]
-        max_abs, mse, cache = target.verify(prefix, cand, state)
         checked = stop
         if tolerance is not None:
-            hits = torch.nonzero(max_abs <= tolerance).flatten()
-            if hits.numel():
-                row = int(hits[torch.argmin(mse[hits])])
-                token = int(cand[row])
-                alts = setup.duplicates.get(token, []) if setup is not None else []
-                result = PositionResult(
-                    position=position,
-                    token_id=token,
-                    token=target.token_text(token),
-                    status="ambiguous" if alts else "proven",
-                    discrete_loss=float(mse[row]),
-                    max_abs=float(max_abs[row]),
-                    rank=start + row + 1,
-                    candidates_checked=checked,
-                    seconds=0.0,
-                    alternatives=alts,
-                )
-                return result, target.extend(prefix, token, cache, row)
+            hit, max_abs, mse, cache = _proof(target, prefix, state, cand, tolerance)
+            if hit is not None:
+                return _proven(
+                    target, prefix, setup, position, int(cand[hit]), (max_abs, mse, cache, hit),
+                    start + hit + 1, checked, 0,
+                )  # fmt: skip
+        else:
+            max_abs, mse, cache = target.verify(prefix, cand, state)
         row = int(torch.argmin(mse))
         if best is None or float(mse[row]) < best[0]:
             best = (
