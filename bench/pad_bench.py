@@ -1,6 +1,6 @@
 """Benchmark of the decoding defenses: tokens/s against plain greedy, and time to first token.
 
-Run: ``python bench/pad_bench.py [--tokens 48] [--repeats 3] [--threads 1]``.
+Run: ``python bench/pad_bench.py [--tokens 48] [--repeats 3] [--threads 1] [--dtype auto]``.
 
 Every defense generates the same number of tokens (EOS ignored) from the same
 RAG prompt, interleaved round-robin ``--repeats`` times so that load from other
@@ -35,6 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        choices=("auto", "float32", "bfloat16"),
+        help="the chat model's precision (auto, the companion's default: bfloat16 where fast)",
+    )
     parser.add_argument("--records", type=int, default=60)
     args = parser.parse_args(argv)
 
@@ -78,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
     generation.build_processor = build_timed  # type: ignore[assignment]
     BoundedFusion.__call__ = timed("bounded", BoundedFusion.__call__)  # type: ignore[method-assign]
-    lm = load_causal_lm()
+    lm = load_causal_lm(dtype=args.dtype)
     records = generate_records(args.records)
     question = build_prompts(records, 0, 0, 1)[0].text
     with tempfile.TemporaryDirectory() as tmp:
@@ -147,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     base_step = (base - best(prefill["none"])) / (args.tokens - 1)
     print(
         f"# PAD benchmark: {args.tokens} tokens x {args.repeats} repeats, "
-        f"{torch.get_num_threads()} thread(s), prompt {len(pieces.prompt_ids)} tokens\n"
+        f"{torch.get_num_threads()} thread(s), {lm.dtype}, prompt {len(pieces.prompt_ids)} "
+        "tokens\n"
     )
     print(
         "| decoding | tokens/s | time vs greedy | per-token vs greedy | time to first token "

@@ -80,6 +80,7 @@ def create_app(settings: Settings | None = None, *, embedder: Any = None) -> Fas
     app.state.engine = ModelEngine(
         spec=settings.model,
         device=settings.device,
+        dtype=settings.dtype,
         queue_size=settings.queue_size,
         queue_timeout_s=settings.queue_timeout_s,
         generation_timeout_s=settings.generation_timeout_s,

@@ -24,6 +24,7 @@ from companion.errors import APIError, ErrorCode
 class ModelEngine:
     spec: str | None
     device: str = "auto"
+    dtype: str = "auto"
     queue_size: int = 8
     queue_timeout_s: float = 60.0
     generation_timeout_s: float = 300.0
@@ -43,7 +44,7 @@ class ModelEngine:
             if self.loaded is None:
                 from companion.models import load_causal_lm
 
-                self.loaded = load_causal_lm(self.spec, device=self.device)
+                self.loaded = load_causal_lm(self.spec, device=self.device, dtype=self.dtype)
             return self.loaded
 
     def check_queue(self) -> None:

@@ -70,6 +70,30 @@ def pick_device(preference: str = "auto") -> str:
     return "cpu"
 
 
+DTYPES = ("auto", "float32", "bfloat16")
+
+
+def bf16_supported(device: str) -> bool:
+    """Whether bfloat16 matrix products are fast here (AVX512-BF16/AMX on CPU, or CUDA)."""
+    import torch
+
+    if device == "cpu":
+        check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+        return bool(check()) if check is not None else False
+    if device.startswith("cuda"):
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    return False
+
+
+def pick_dtype(preference: str, device: str) -> str:
+    """``auto``: bfloat16 where it is fast, else float32."""
+    if preference not in DTYPES:
+        raise InvalidParameterError(f"dtype must be one of {', '.join(DTYPES)}, got {preference!r}")
+    if preference != "auto":
+        return preference
+    return "bfloat16" if bf16_supported(device) else "float32"
+
+
 @dataclass
 class LoadedModel:
     """A causal LM, its tokenizer, and a stable identity for caches built on it."""
@@ -79,6 +103,7 @@ class LoadedModel:
     device: str
     identity: str  # changes when the weights change; keys per-model caches
     source: str
+    dtype: str = "float32"
 
 
 def _file_fingerprint(path: Path) -> str:
@@ -109,13 +134,21 @@ def _resolve(spec: str | None) -> tuple[Path, str | None]:
 _LOCK = threading.Lock()
 
 
-def load_causal_lm(spec: str | None = None, *, device: str = "auto") -> LoadedModel:
-    """Load a causal LM in fp32 for inference; GGUF files are dequantized once and cached."""
+def load_causal_lm(
+    spec: str | None = None, *, device: str = "auto", dtype: str = "float32"
+) -> LoadedModel:
+    """Load a causal LM for inference; GGUF files are dequantized once and cached (fp32).
+
+    ``dtype`` is the compute precision: ``float32`` (the default: the auditor's
+    proofs and the evaluations' figures are fp32), ``bfloat16``, or ``auto``
+    (bfloat16 where the hardware makes it fast — the chat default).
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, gguf = _resolve(spec)
     dev = pick_device(device)
+    precision = pick_dtype(dtype, dev)
     with _LOCK:
         if gguf is None:
             identity = _file_fingerprint(folder / "config.json") + "-" + folder.name
@@ -136,9 +169,16 @@ def load_causal_lm(spec: str | None = None, *, device: str = "auto") -> LoadedMo
                 _save_dequantized(model, tokenizer, cached)
             source = str(folder / gguf)
     model.to(torch.device(dev))  # type: ignore[arg-type]  # transformers types .to oddly
+    if precision == "bfloat16":
+        model.to(torch.bfloat16)  # type: ignore[arg-type]
     model.eval()
     return LoadedModel(
-        model=model, tokenizer=tokenizer, device=dev, identity=identity, source=source
+        model=model,
+        tokenizer=tokenizer,
+        device=dev,
+        identity=identity,
+        source=source,
+        dtype=precision,
     )
 
 

@@ -197,5 +197,6 @@ class Health(BaseModel):
     model: str | None
     model_loaded: bool
     device: str | None
+    dtype: str | None = None  # compute precision of the loaded chat model
     documents: int
     defenses: list[str]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -29,6 +30,11 @@ class Settings(BaseSettings):
         description="'smollm2-135m-instruct' (default), a .gguf file or a model folder",
     )
     device: str = "auto"
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        default="auto",
+        description="compute precision of the chat model: auto (bfloat16 where the CPU or GPU "
+        "makes it fast, else float32), float32 or bfloat16",
+    )
     home: Path | None = None  # default: veil_home()
     store_path: Path | None = None  # default: <home>/rag.sqlite3
     token_path: Path | None = None  # default: <home>/token

@@ -18,6 +18,7 @@ def healthz(request: Request) -> Health:
         model=engine.model_id,
         model_loaded=loaded is not None,
         device=loaded.device if loaded is not None else None,
+        dtype=loaded.dtype if loaded is not None else None,
         documents=len(request.app.state.rag.store.documents()),
         defenses=list(DEFENSES),
     )

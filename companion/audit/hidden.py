@@ -190,12 +190,9 @@ class TargetModel:
     @property
     def can_screen(self) -> bool:
         """Whether a bfloat16 screening copy is worth having on this device."""
-        if self.device.type == "cpu":
-            check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-            return bool(check()) if check is not None else False
-        if self.device.type == "cuda":
-            return bool(torch.cuda.is_bf16_supported())
-        return False
+        from companion.models import bf16_supported
+
+        return bf16_supported(self.device.type)
 
     def _screener(self) -> Any:
         if self._screen_base is None:

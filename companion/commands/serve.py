@@ -21,6 +21,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="'smollm2-135m-instruct' (default), a .gguf file or a transformers model folder",
     )
     parser.add_argument("--device", default=None, help="auto (default), cpu, cuda or mps")
+    parser.add_argument(
+        "--dtype",
+        default=None,
+        choices=("auto", "float32", "bfloat16"),
+        help="compute precision: auto (default; bfloat16 where it is fast), float32, bfloat16",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument(
         "--extension-id",
@@ -44,6 +50,7 @@ def _serve(args: argparse.Namespace) -> int:
             "port": args.port,
             "model": args.model,
             "device": args.device,
+            "dtype": args.dtype,
             "extension_ids": args.extension_id,
         }.items()
         if v is not None

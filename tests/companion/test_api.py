@@ -349,3 +349,40 @@ def test_veil_extension_id_matches_the_manifest_key():
     manifest = json.loads((ROOT / "extension" / "static" / "manifest.json").read_text())
     digest = hashlib.sha256(base64.b64decode(manifest["key"])).hexdigest()[:32]
     assert "".join(chr(ord("a") + int(c, 16)) for c in digest) == VEIL_EXTENSION_ID
+
+
+def test_compute_precision_is_chosen_and_checked(tmp_path, monkeypatch):
+    """float32 by default for loaders (audits, evaluations), bf16 on request; bad names refused."""
+    from pydantic import ValidationError
+
+    from companion.audit.tiny import make_tiny_model
+    from companion.models import load_causal_lm, pick_dtype
+    from py_core.errors import InvalidParameterError
+
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
+    assert pick_dtype("float32", "cpu") == "float32"
+    assert pick_dtype("bfloat16", "cpu") == "bfloat16"
+    assert pick_dtype("auto", "mps") == "float32"
+    with pytest.raises(InvalidParameterError, match="dtype must be one of"):
+        pick_dtype("half", "cpu")
+    with pytest.raises(ValidationError):
+        Settings(dtype="half")
+    folder = make_tiny_model(tmp_path / "tiny")
+    plain = load_causal_lm(str(folder), device="cpu")
+    half = load_causal_lm(str(folder), device="cpu", dtype="bfloat16")
+    assert plain.dtype == "float32" and next(plain.model.parameters()).dtype.is_floating_point
+    assert str(next(plain.model.parameters()).dtype) == "torch.float32"
+    assert half.dtype == "bfloat16"
+    assert {str(p.dtype) for p in half.model.parameters()} == {"torch.bfloat16"}
+
+
+@pytest.mark.slow
+def test_health_reports_the_chat_models_precision(client):
+    """auto: bfloat16 where this machine makes it fast, else float32; /healthz says which."""
+    from companion.models import bf16_supported
+
+    body = client.get("/healthz").json()
+    assert body["model_loaded"]
+    assert body["dtype"] == ("bfloat16" if bf16_supported(body["device"]) else "float32")
+    param = next(client.app.state.engine.loaded.model.parameters())
+    assert str(param.dtype) == f"torch.{body['dtype']}"
