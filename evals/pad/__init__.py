@@ -20,6 +20,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--shard", default=None, help="I/N: run every N-th configuration from I (parallel runs)"
     )
     parser.add_argument("--merge", action="store_true", help="merge shard results into a report")
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        choices=("auto", "float32", "bfloat16"),
+        help="the chat model's precision (auto, as the companion: bfloat16 where fast)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         if not 0 <= i < n:
             raise InvalidParameterError(f"--shard {args.shard!r}: need 0 <= I < N")
         shard = (i, n)
-    run_evaluation(args.smoke, out, threads=args.threads, shard=shard)
+    run_evaluation(args.smoke, out, threads=args.threads, shard=shard, dtype=args.dtype)
     if shard is not None:
         return 0
     print(f"report: {out / 'report.md'}")

@@ -221,7 +221,8 @@ def write_report(results: dict[str, Any], out: Path) -> None:
     plots = _plots(results, out)
     parts = [
         "# PAD evaluation: extraction attacks on a local RAG, and what each defense costs\n",
-        f"Model: `{meta.get('model')}` on CPU ({meta.get('threads')} thread(s)); corpus: "
+        f"Model: `{meta.get('model')}` on CPU ({meta.get('threads')} thread(s), "
+        f"{meta.get('dtype', 'float32')}); corpus: "
         f"{sizes.get('records')} synthetic doctor-patient dialogues (Faker seed "
         f"{meta.get('corpus_seed')}) with 6 planted identifiers each; retrieval: "
         f"all-MiniLM-L6-v2, exact cosine top-{sizes.get('top_k')}. "

@@ -105,6 +105,7 @@ def run_evaluation(
     log: Any = print,
     shard: tuple[int, int] | None = None,
     configs: list[EvalConfig] | None = None,
+    dtype: str = "auto",
 ) -> dict[str, Any]:
     """Run the evaluation; with ``shard=(i, n)`` only every n-th configuration from i.
 
@@ -126,7 +127,7 @@ def run_evaluation(
     torch.set_num_threads(threads)
     sizes = SMOKE if smoke else FULL
     started = time.time()
-    lm = load_causal_lm()
+    lm = load_causal_lm(dtype=dtype)
     records = generate_records(sizes.records)
     prompts = build_prompts(records, sizes.attacks, sizes.targeted, sizes.benign)
     with tempfile.TemporaryDirectory() as tmp:
@@ -201,26 +202,29 @@ def run_evaluation(
         summary["index"] = ci
         results["configs"].append({"summary": summary, "rows": rows})
         if shard is not None:  # keep what is done: a shard can be merged while others run
-            _write_shard(results, out, shard, sizes, lm.source, threads, started)
+            _write_shard(results, out, shard, sizes, lm.source, threads, started, lm.dtype)
         log(
             f"[{ci + 1}/{len(all_configs)}] {cfg.label}: repeat20={summary['repeat20']} "
             f"rouge={summary['rouge_leak']} pii={summary['pii_found']}/{summary['pii_available']} "
             f"ppl={summary['benign_ppl']:.3f} correct={summary['correct']}/{summary['benign']} "
             f"({elapsed:.0f} s)"
         )
-    results["meta"] = _meta(sizes, lm.source, threads, started, smoke)
+    results["meta"] = _meta(sizes, lm.source, threads, started, smoke, lm.dtype)
     out.mkdir(parents=True, exist_ok=True)
     if shard is not None:
         return results
     return finish(results, out)
 
 
-def _meta(sizes: Sizes, model: str, threads: int, started: float, smoke: bool) -> dict[str, Any]:
+def _meta(
+    sizes: Sizes, model: str, threads: int, started: float, smoke: bool, dtype: str
+) -> dict[str, Any]:
     return {
         "smoke": smoke,
         "sizes": sizes.__dict__,
         "model": model,
         "threads": threads,
+        "dtype": dtype,
         "seconds": time.time() - started,
         "corpus_seed": CORPUS_SEED,
     }
@@ -234,8 +238,9 @@ def _write_shard(
     model: str,
     threads: int,
     started: float,
+    dtype: str,
 ) -> None:
-    results["meta"] = _meta(sizes, model, threads, started, sizes is SMOKE)
+    results["meta"] = _meta(sizes, model, threads, started, sizes is SMOKE, dtype)
     folder = out / "shards"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"shard-{shard[0]}-of-{shard[1]}.json"
