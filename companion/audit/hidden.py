@@ -29,6 +29,9 @@ from py_core.errors import InvalidParameterError
 # of B candidates after a prefix of length T holds 2·layers·B·(T+1)·kv_dim floats.
 _KV_BUDGET_BYTES = 384 << 20
 MAX_BATCH = 1024
+# The screening copy costs 2 bytes per parameter; above this size it is not made
+# unless asked for (``invert_fast(screen=True)``).
+SCREEN_MAX_PARAMS = 1_500_000_000
 
 
 def cache_of(out: Any) -> Any:
@@ -189,10 +192,12 @@ class TargetModel:
 
     @property
     def can_screen(self) -> bool:
-        """Whether a bfloat16 screening copy is worth having on this device."""
+        """Whether a bfloat16 screening copy is worth having: fast bf16 here, and a model
+        small enough that a second copy of its weights is cheap."""
         from companion.models import bf16_supported
 
-        return bf16_supported(self.device.type)
+        params = sum(p.numel() for p in self.model.parameters())
+        return params <= SCREEN_MAX_PARAMS and bf16_supported(self.device.type)
 
     def _screener(self) -> Any:
         if self._screen_base is None:

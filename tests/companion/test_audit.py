@@ -454,3 +454,16 @@ def test_tiny_model_is_loaded_by_the_shared_loader(tiny):
     target, _, folder = tiny
     assert Path(target.loaded.source) == Path(folder)
     assert target.hidden_states([1, 2, 3]).shape == (3, target.hidden_size)
+
+
+def test_no_screening_copy_for_large_models(tiny, monkeypatch):
+    """Above the size limit no bfloat16 copy is made unless asked for; results are the same."""
+    import companion.audit.hidden as hidden
+
+    target, artifacts, _ = tiny
+    ids = target.encode(TEXT)
+    states = target.hidden_states(ids)
+    monkeypatch.setattr(hidden, "SCREEN_MAX_PARAMS", 0)
+    assert not target.can_screen
+    result = invert_fast(target, states, artifacts, true_token_ids=ids)
+    assert result.config["screen"] is False and result.exact_match and result.proven
