@@ -16,8 +16,9 @@ candidates are tried.
   tokens so it also learns to read unfamiliar tokens) — never on evaluation text.
   The prior term is dropped for a share of the training rows, so the same network
   also reads the state alone; candidates are ordered by the mixture
-  ``(1-λ)·p(v | state, prior) + λ·p(v | state alone)``, which hedges against text
-  the model itself finds unlikely (names, code, random tokens).
+  ``(1-λ)·p(v | state, prior) + λ·p(v | state alone)`` (λ = 0.5, chosen on news
+  windows disjoint from the evaluation's and on random tokens), which hedges
+  against text the model itself finds unlikely (names, code, random tokens).
 
 Everything is cached under ``veil_home()/audit/<model identity>-L<layer>/``; every
 stage writes its output atomically and the position-0 table and the training
@@ -44,7 +45,9 @@ from py_core.errors import InvalidParameterError, StateError
 Progress = Callable[[str, int, int], None]
 FORMAT_VERSION = 2
 RIDGE_ROWS = 60_000
-DEFAULT_MIXTURE = 0.05
+DEFAULT_MIXTURE = 0.5
+# Settings used only when ranking, not when building: changing them rebuilds nothing.
+_INFERENCE_ONLY = ("mixture",)
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -174,6 +177,7 @@ class SetupArtifacts:
     table: torch.Tensor  # (V, d) fp16, state of each token alone at position 0
     duplicates: dict[int, list[int]]
     meta: dict[str, Any]
+    mixture: float = DEFAULT_MIXTURE  # weight of the state-alone ranking
 
     @torch.no_grad()
     def rank(self, target: TargetModel, states: torch.Tensor) -> list[torch.Tensor]:
@@ -184,9 +188,8 @@ class SetupArtifacts:
         first = (table.float() - states[0]).pow(2).sum(dim=-1)
         orders.append(torch.argsort(first))
         if states.shape[0] > 1:
-            mixture = float(self.meta.get("config", {}).get("mixture", DEFAULT_MIXTURE))
             scores = self.ranker.order_scores(
-                states[1:], states[:-1], target.embedding.float(), target.prior_head(), mixture
+                states[1:], states[:-1], target.embedding.float(), target.prior_head(), self.mixture
             )
             orders.extend(torch.argsort(scores, dim=-1, descending=True))
         return [o.cpu() for o in orders]
@@ -283,6 +286,8 @@ _CORPUS_FIELDS = (
 
 def _invalidate(folder: Path, old: dict[str, Any], new: dict[str, Any]) -> None:
     """Drop only the stages a configuration change affects (the table depends on none)."""
+    old = {k: v for k, v in old.items() if k not in _INFERENCE_ONLY}
+    new = {k: v for k, v in new.items() if k not in _INFERENCE_ONLY}
     if old == new:
         return
     stale = ["ranker", "done"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -279,6 +280,15 @@ def test_setup_is_cached_and_resumable(tmp_path, monkeypatch):
     assert is_ready(target) and artifacts.meta["key"] == target.key
     meta = json.loads((setup_dir(target) / "done.json").read_text())
     assert meta["setup_seconds"] > 0 and 0 <= meta["ranker"]["top512"] <= 1
+    ranker = setup_dir(target) / "ranker.pt"
+    stamp = ranker.stat().st_mtime_ns
+    stages.clear()
+    run_setup(
+        target, dataclasses.replace(SMALL, mixture=0.3), progress=lambda s, d, t: stages.add(s)
+    )
+    assert not stages and ranker.stat().st_mtime_ns == stamp  # ranking-only knob: no rebuild
+    run_setup(target, dataclasses.replace(SMALL, epochs=1), progress=lambda s, d, t: stages.add(s))
+    assert "training the ranker" in stages and "generating training text" not in stages
 
 
 def test_other_layers_are_inverted_too(tmp_path, monkeypatch):
