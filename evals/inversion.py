@@ -569,8 +569,8 @@ def _markdown(r: dict[str, Any]) -> str:
         "",
         "## Fast exact path",
         "",
-        "The search: candidates in the ranker's order; the first 8 verified at full "
-        "precision, the rest screened in growing chunks by a bfloat16 copy of the model, "
+        "The search: candidates in the ranker's order; the first 72 (batches of 8 and 64) "
+        "verified at full precision, the rest screened in growing chunks by a bfloat16 copy of the model, "
         "and only those whose screened state is close verified at full precision; a "
         "token is committed only when its fp32 state reproduces the leaked one within "
         "the tolerance (max-abs 1e-3), else the whole vocabulary is verified in fp32.",

@@ -40,8 +40,12 @@ from py_core.errors import InvalidParameterError
 
 DEFAULT_TOLERANCE = 1e-3
 GROWING_BATCHES = (8, 64, 512)
-FIRST_BATCH = 8  # verified at full precision before any screening
-SCREEN_CHUNKS = (64, 512, 2048)  # then 2048 at a time
+# The head of the order is verified at full precision in these batches (8, then
+# 64): a screened chunk plus the fp32 check of its winner costs as much as that
+# (and the screening copy needs its own prefix cache), so screening starts where
+# the search gets long.
+FULL_PRECISION_HEAD = (8, 64)
+SCREEN_CHUNKS = (512, 2048)  # then 2048 at a time
 # A screened candidate is verified when its reduced-precision MSE is below this
 # share of the leaked state's mean square.  On SmolLM2 the true token screens at
 # 0.01-0.2%, near-synonyms (" April" for " March") at ~2% and other tokens at
@@ -360,20 +364,23 @@ def _search_screened(
 ) -> tuple[PositionResult, Prefix]:
     """Verify the first few, screen the rest, verify what screens close; exhaustive at the end."""
     total = int(order.numel())
-    if total <= FIRST_BATCH:
+    head = sum(FULL_PRECISION_HEAD)
+    if total <= head:
         return _search_position(target, prefix, state, order, tolerance, position, setup)
-    head = order[:FIRST_BATCH]
-    row, max_abs, mse, cache = _proof(target, prefix, state, head, tolerance)
-    if row is not None:
-        return _proven(
-            target, prefix, setup, position, int(head[row]), (max_abs, mse, cache, row),
-            row + 1, int(head.numel()), 0,
-        )  # fmt: skip
+    start = 0
+    for size in FULL_PRECISION_HEAD:
+        cand = order[start : start + size]
+        row, max_abs, mse, cache = _proof(target, prefix, state, cand, tolerance)
+        if row is not None:
+            return _proven(
+                target, prefix, setup, position, int(cand[row]), (max_abs, mse, cache, row),
+                start + row + 1, start + size, 0,
+            )  # fmt: skip
+        start += size
     verified = torch.zeros(total, dtype=torch.bool)
-    verified[: head.numel()] = True
+    verified[:head] = True
     screened_mse = torch.full((total,), math.inf)
     threshold = SCREEN_FRACTION * float(state.pow(2).mean())
-    start = int(head.numel())
     sizes = iter((*SCREEN_CHUNKS, *([SCREEN_CHUNKS[-1]] * total)))
     while start < total:
         stop = min(total, start + next(sizes))
