@@ -11,29 +11,16 @@ import torch
 from fastapi.testclient import TestClient
 
 from companion.audit.hidden import TargetModel
-from companion.audit.jobs import JobManager
-from companion.audit.ranker import SetupConfig
-from companion.audit.service import ModelPool
 from companion.audit.tiny import make_tiny_model
 from companion.models import load_causal_lm
+from tests.companion.audit_support import audit_app
 
-SMALL = SetupConfig(sequences=64, length=20, generation_batch=32, epochs=3, hidden=96)
 BASE = "http://127.0.0.1:8765"
-
-
-class _NoEmbedder:
-    """The chat's document embedder is not used by the audit routes."""
-
-    def encode(self, texts, **kwargs):
-        return np.zeros((len(texts), 384), dtype=np.float32)
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     """The real app (token, Host, Origin checks) with a tiny model behind the audit routes."""
-    from companion.app import create_app
-    from companion.settings import Settings
-
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     home = tmp_path_factory.mktemp("home")
@@ -47,8 +34,7 @@ def client(tmp_path_factory):
         opened.append((spec, layer))
         return TargetModel(loaded, layer=layer)
 
-    app = create_app(Settings(home=home, preload_model=False), embedder=_NoEmbedder())
-    app.state.audit_jobs = JobManager(pool=ModelPool(opener=opener), setup_config=SMALL)
+    app = audit_app(home, opener)
     with TestClient(app, base_url=BASE) as test_client:
         test_client.headers["Authorization"] = f"Bearer {app.state.token}"
         test_client.opened = opened  # type: ignore[attr-defined]

@@ -6,17 +6,17 @@ import shutil
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
 from companion.audit.hidden import TargetModel
-from companion.audit.jobs import JobManager
-from companion.audit.ranker import SetupConfig
-from companion.audit.service import ModelPool
 from companion.audit.tiny import make_tiny_model
 from companion.models import load_causal_lm
+from tests.companion.audit_support import audit_app
 
 pytestmark = [
     pytest.mark.slow,
@@ -24,20 +24,10 @@ pytestmark = [
 ]
 
 
-class _NoEmbedder:
-    """The chat's document embedder is not used by the audit page."""
-
-    def encode(self, texts, **kwargs):
-        return np.zeros((len(texts), 384), dtype=np.float32)
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """The companion app served by uvicorn on a free loopback port."""
     import uvicorn
-
-    from companion.app import create_app
-    from companion.settings import Settings
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -48,11 +38,7 @@ def server(tmp_path_factory):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    app = create_app(Settings(home=home, preload_model=False, port=port), embedder=_NoEmbedder())
-    app.state.audit_jobs = JobManager(
-        pool=ModelPool(opener=lambda spec, layer: TargetModel(loaded, layer=layer)),
-        setup_config=SetupConfig(sequences=64, length=20, generation_batch=32, epochs=3, hidden=96),
-    )
+    app = audit_app(home, lambda spec, layer: TargetModel(loaded, layer=layer), port=port)
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
@@ -66,11 +52,11 @@ def server(tmp_path_factory):
     torch.set_num_threads(before)
 
 
-def test_page_runs_an_audit_and_colours_proven_tokens(server, tmp_path):
-    """Typing a text and pressing Run shows every token, green and proven, and the summary."""
+@contextmanager
+def _audit_page(base: str) -> Iterator[Any]:
+    """A headless Chromium page on the companion's audit page."""
     from playwright.sync_api import sync_playwright
 
-    base, token = server
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=shutil.which("chromium"), headless=True, args=["--no-sandbox"]
@@ -78,47 +64,42 @@ def test_page_runs_an_audit_and_colours_proven_tokens(server, tmp_path):
         try:
             page = browser.new_page()
             page.goto(f"{base}/static/audit.html")
-            page.evaluate("t => localStorage.setItem('veil-token', t)", token)
-            page.reload()
-            page.fill("#text", "Alice Smith, 12 Baker St")
-            page.click("#start")
-            page.wait_for_selector("#stage:has-text('Done.')", timeout=60_000)
-            spans = page.locator("#tokens .tok")
-            assert spans.count() > 5
-            assert page.locator("#tokens .tok.flagged").count() == 0
-            assert "".join(spans.all_inner_texts()) == "Alice Smith, 12 Baker St"
-            assert spans.first.evaluate("e => e.style.background") == "rgb(46, 158, 79)"
-            summary = page.inner_text("#summary")
-            assert "exact match with the input" in summary and "100.0 %" in summary
-            page.check("input[value=file]")
-            page.set_input_files(
-                "#file",
-                files=[
-                    {"name": "x.npy", "mimeType": "application/octet-stream", "buffer": b"junk"}
-                ],
-            )
-            page.click("#start")
-            page.wait_for_selector("#error:not([hidden])", timeout=20_000)
-            assert "could not read 'x.npy'" in page.inner_text("#error")
+            yield page
         finally:
             browser.close()
+
+
+def test_page_runs_an_audit_and_colours_proven_tokens(server, tmp_path):
+    """Typing a text and pressing Run shows every token, green and proven, and the summary."""
+    base, token = server
+    with _audit_page(base) as page:
+        page.evaluate("t => localStorage.setItem('veil-token', t)", token)
+        page.reload()
+        page.fill("#text", "Alice Smith, 12 Baker St")
+        page.click("#start")
+        page.wait_for_selector("#stage:has-text('Done.')", timeout=60_000)
+        spans = page.locator("#tokens .tok")
+        assert spans.count() > 5
+        assert page.locator("#tokens .tok.flagged").count() == 0
+        assert "".join(spans.all_inner_texts()) == "Alice Smith, 12 Baker St"
+        assert spans.first.evaluate("e => e.style.background") == "rgb(46, 158, 79)"
+        summary = page.inner_text("#summary")
+        assert "exact match with the input" in summary and "100.0 %" in summary
+        page.check("input[value=file]")
+        page.set_input_files(
+            "#file",
+            files=[{"name": "x.npy", "mimeType": "application/octet-stream", "buffer": b"junk"}],
+        )
+        page.click("#start")
+        page.wait_for_selector("#error:not([hidden])", timeout=20_000)
+        assert "could not read 'x.npy'" in page.inner_text("#error")
 
 
 def test_page_without_token_shows_the_servers_message(server):
     """With no token stored, the page shows the 401 message instead of failing silently."""
-    from playwright.sync_api import sync_playwright
-
     base, _ = server
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=shutil.which("chromium"), headless=True, args=["--no-sandbox"]
-        )
-        try:
-            page = browser.new_page()
-            page.goto(f"{base}/static/audit.html")
-            page.fill("#text", "Sydney")
-            page.click("#start")
-            page.wait_for_selector("#error:not([hidden])", timeout=20_000)
-            assert "token" in page.inner_text("#error")
-        finally:
-            browser.close()
+    with _audit_page(base) as page:
+        page.fill("#text", "Sydney")
+        page.click("#start")
+        page.wait_for_selector("#error:not([hidden])", timeout=20_000)
+        assert "token" in page.inner_text("#error")
