@@ -13,9 +13,13 @@ tests (that package is compiled and stays out of the Pyodide core):
   randomized response (one character replaced per position), computed from the
   exact privacy-loss distribution, and :func:`krr_rdp_epsilon`, its RDP bound.
 
-Events are kept apart from accountants: :class:`GaussianEvent` and
-:class:`KRREvent` are frozen records; :class:`RdpLedger` composes them, can be
-saved with :meth:`RdpLedger.to_dict` and restored.
+Events are kept apart from accountants, as in dp-accounting: :class:`GaussianEvent`,
+:class:`KRREvent` and :class:`PureDpEvent` are frozen records; a :class:`Ledger`
+keeps many of them (across prompts, answers and draws, with labels such as the
+site or the document), can be saved with :meth:`Ledger.to_dict` and restored;
+an :class:`Accountant` (:class:`BasicAccountant`, :class:`RdpAccountant`,
+:class:`KrrPldAccountant`) composes them into ``(eps, delta)``.  Every receipt in
+Veil -- k-RR prompts, decoding answers, RootGuard draws -- asks one of these.
 """
 
 from __future__ import annotations
@@ -25,12 +29,23 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from py_core.errors import InvalidParameterError, StateError
+from py_core.krr import K as KRR_K
 
 __all__ = [
+    "ACCOUNTANTS",
     "DEFAULT_ORDERS",
+    "Accountant",
+    "BasicAccountant",
+    "Event",
     "GaussianEvent",
     "KRREvent",
-    "RdpLedger",
+    "KrrPldAccountant",
+    "Ledger",
+    "LedgerEntry",
+    "PureDpEvent",
+    "RdpAccountant",
+    "event_from_dict",
+    "event_to_dict",
     "gaussian_rdp",
     "gaussian_rdp_epsilon",
     "krr_composed_delta",
@@ -154,7 +169,7 @@ def _logsumexp(values: Sequence[float]) -> float:
     return top + math.log(sum(math.exp(v - top) for v in values))
 
 
-def krr_rdp(epsilon: float, order: float, k: int = 94) -> float:
+def krr_rdp(epsilon: float, order: float, k: int = KRR_K) -> float:
     """RDP at ``order`` of one k-RR step for two distinct inputs (the worst pair)."""
     log_p, log_q, log_r = _krr_params(epsilon, k)
     a = order
@@ -165,7 +180,7 @@ def krr_rdp(epsilon: float, order: float, k: int = 94) -> float:
 
 
 def krr_rdp_epsilon(
-    n: int, epsilon: float, delta: float, k: int = 94, orders: Iterable[float] = DEFAULT_ORDERS
+    n: int, epsilon: float, delta: float, k: int = KRR_K, orders: Iterable[float] = DEFAULT_ORDERS
 ) -> tuple[float, float]:
     """``(eps, best_order)`` of ``n``-fold k-RR by RDP composition."""
     count = _count(n)
@@ -231,7 +246,7 @@ def _hockey_stick(dist: Sequence[tuple[int, float]], loss_unit: float, eps: floa
     return result
 
 
-def krr_composed_delta(n: int, epsilon: float, target_epsilon: float, k: int = 94) -> float:
+def krr_composed_delta(n: int, epsilon: float, target_epsilon: float, k: int = KRR_K) -> float:
     """The exact (up to a pessimistic tail) delta of n-fold k-RR at ``target_epsilon``."""
     count = _count(n)
     if count == 0:
@@ -241,7 +256,7 @@ def krr_composed_delta(n: int, epsilon: float, target_epsilon: float, k: int = 9
     return min(1.0, _hockey_stick(ordered, float(epsilon), target_epsilon) + tail)
 
 
-def krr_composed_epsilon(n: int, epsilon: float, delta: float, k: int = 94) -> float:
+def krr_composed_epsilon(n: int, epsilon: float, delta: float, k: int = KRR_K) -> float:
     """Tight ``eps`` of ``n``-fold k-RR (``epsilon`` per step) at ``delta``.
 
     Computed from the exact privacy-loss distribution (REPLACE_ONE: each of the
@@ -278,7 +293,7 @@ def krr_composed_epsilon(n: int, epsilon: float, delta: float, k: int = 94) -> f
     return hi
 
 
-# ----------------------------------------------------------------- events+ledger
+# ------------------------------------------------------------ events, ledger, accountants
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +310,10 @@ class GaussianEvent:
     def rdp(self, order: float) -> float:
         return order * self.sensitivity**2 / (2.0 * self.sigma**2)
 
+    @property
+    def pure_epsilon(self) -> float:
+        return math.inf  # the Gaussian mechanism is never pure epsilon-DP
+
 
 @dataclass(frozen=True, slots=True)
 class KRREvent:
@@ -302,7 +321,7 @@ class KRREvent:
 
     epsilon: float
     count: int = 1
-    k: int = 94
+    k: int = KRR_K
 
     def __post_init__(self) -> None:
         _krr_params(self.epsilon, self.k)
@@ -311,54 +330,270 @@ class KRREvent:
     def rdp(self, order: float) -> float:
         return self.count * krr_rdp(self.epsilon, order, self.k)
 
+    @property
+    def pure_epsilon(self) -> float:
+        return self.count * float(self.epsilon)
 
-Event = GaussianEvent | KRREvent
+
+@dataclass(frozen=True, slots=True)
+class PureDpEvent:
+    """A mechanism that is ``epsilon``-DP (pure), e.g. one discrete Laplace release.
+
+    Its RDP at order ``a`` is at most ``min(epsilon, a * epsilon^2 / 2)``: pure
+    epsilon-DP implies (epsilon^2 / 2)-zCDP (Bun and Steinke 2016, Prop. 1.4), and
+    a Rényi divergence never exceeds the max divergence.
+    """
+
+    epsilon: float
+
+    def __post_init__(self) -> None:
+        value = self.epsilon
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidParameterError(f"epsilon must be a finite number >= 0; got {value!r}")
+        if not (math.isfinite(value) and value >= 0):
+            raise InvalidParameterError(f"epsilon must be a finite number >= 0; got {value!r}")
+
+    def rdp(self, order: float) -> float:
+        eps = float(self.epsilon)
+        return min(eps, order * eps * eps / 2.0)
+
+    @property
+    def pure_epsilon(self) -> float:
+        return float(self.epsilon)
+
+
+Event = GaussianEvent | KRREvent | PureDpEvent
+_EVENT_TYPES = (GaussianEvent, KRREvent, PureDpEvent)
+
+
+def _check_event(event: object) -> Event:
+    if not isinstance(event, _EVENT_TYPES):
+        raise InvalidParameterError(f"not a privacy event: {event!r}")
+    return event
+
+
+def event_to_dict(event: Event) -> dict[str, object]:
+    if isinstance(event, GaussianEvent):
+        return {"type": "gaussian", "sigma": event.sigma, "sensitivity": event.sensitivity}
+    if isinstance(event, KRREvent):
+        return {"type": "krr", "epsilon": event.epsilon, "count": event.count, "k": event.k}
+    return {"type": "pure", "epsilon": event.epsilon}
+
+
+def event_from_dict(raw: object) -> Event:
+    """The event saved by :func:`event_to_dict`; ``StateError`` if it is not one."""
+    try:
+        assert isinstance(raw, dict)
+        kind = raw["type"]
+        if kind == "gaussian":
+            return GaussianEvent(raw["sigma"], raw["sensitivity"])
+        if kind == "krr":
+            return KRREvent(raw["epsilon"], raw["count"], raw["k"])
+        if kind == "pure":
+            return PureDpEvent(raw["epsilon"])
+        raise ValueError(f"unknown event type {kind!r}")
+    except (AssertionError, KeyError, TypeError, ValueError) as exc:
+        raise StateError(f"privacy event is corrupted or from another version: {exc}") from exc
+
+
+class Accountant:
+    """Composes privacy events into one ``(epsilon, delta)`` figure.
+
+    The interface of dp-accounting's ``PrivacyAccountant``: :meth:`compose` an
+    event (``count`` times), then ask :meth:`get_epsilon` at a ``delta``.
+    Accountants hold no events of their own beyond what they need to compute:
+    events live in a :class:`Ledger`, which any accountant can replay.
+    :meth:`compose` validates before it mutates.
+    """
+
+    name = "accountant"
+
+    def compose(self, event: Event, count: int = 1) -> Accountant:
+        raise NotImplementedError
+
+    def get_epsilon_and_order(self, delta: float) -> tuple[float, float | None]:
+        raise NotImplementedError
+
+    def get_epsilon(self, delta: float) -> float:
+        return self.get_epsilon_and_order(delta)[0]
+
+    def compose_all(self, events: Iterable[Event]) -> Accountant:
+        for event in events:
+            self.compose(event)
+        return self
+
+
+class BasicAccountant(Accountant):
+    """Basic composition of pure epsilon-DP events: the epsilons add up (delta = 0).
+
+    A Gaussian event has no pure epsilon: composing one makes the total infinite.
+    """
+
+    name = "basic"
+
+    def __init__(self) -> None:
+        self.epsilon = 0.0
+
+    def compose(self, event: Event, count: int = 1) -> BasicAccountant:
+        _check_event(event)
+        times = _count(count)
+        self.epsilon += times * event.pure_epsilon if times else 0.0
+        return self
+
+    def get_epsilon_and_order(self, delta: float = 0.0) -> tuple[float, float | None]:
+        return self.epsilon, None
+
+
+class RdpAccountant(Accountant):
+    """Rényi-DP composition over a grid of orders; Balle et al.'s conversion to (eps, delta)."""
+
+    name = "rdp"
+
+    def __init__(self, orders: Iterable[float] = DEFAULT_ORDERS) -> None:
+        self.orders = _orders(orders)
+        self._rdp = [0.0] * len(self.orders)
+        self.empty = True
+
+    def compose(self, event: Event, count: int = 1) -> RdpAccountant:
+        _check_event(event)
+        times = _count(count)
+        if times:
+            step = [event.rdp(a) for a in self.orders]
+            self._rdp = [r + times * s for r, s in zip(self._rdp, step, strict=True)]
+            self.empty = False
+        return self
+
+    def rdp(self) -> list[float]:
+        return list(self._rdp)
+
+    def get_epsilon_and_order(self, delta: float) -> tuple[float, float | None]:
+        _delta(delta)
+        if self.empty:
+            return 0.0, self.orders[0]
+        return rdp_to_dp(self._rdp, self.orders, delta)
+
+
+class KrrPldAccountant(Accountant):
+    """The tight (eps, delta) of k-RR characters, from the exact privacy-loss distribution.
+
+    Exact when every composed event has the same (epsilon, k) -- one prompt, or
+    prompts sent at one epsilon; otherwise the smaller of basic and RDP
+    composition (both valid upper bounds).  Composes k-RR events only.
+    """
+
+    name = "krr-pld"
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[float, int], int] = {}
+
+    def compose(self, event: Event, count: int = 1) -> KrrPldAccountant:
+        if not isinstance(event, KRREvent):
+            raise InvalidParameterError(
+                f"the k-RR accountant composes k-RR events only; got {type(event).__name__}"
+            )
+        times = _count(count)
+        key = (float(event.epsilon), event.k)
+        if times and event.count:
+            self.counts[key] = self.counts.get(key, 0) + times * event.count
+        return self
+
+    def get_epsilon_and_order(self, delta: float) -> tuple[float, float | None]:
+        d = _delta(delta)
+        if not self.counts:
+            return 0.0, None
+        if len(self.counts) == 1:
+            ((eps, k), n) = next(iter(self.counts.items()))
+            return krr_composed_epsilon(n, eps, d, k), None
+        basic = sum(n * eps for (eps, _k), n in self.counts.items())
+        rdp = RdpAccountant()
+        for (eps, k), n in self.counts.items():
+            rdp.compose(KRREvent(eps, n, k))
+        return min(basic, rdp.get_epsilon(d)), None
+
+
+ACCOUNTANTS: dict[str, type[Accountant]] = {
+    BasicAccountant.name: BasicAccountant,
+    RdpAccountant.name: RdpAccountant,
+    KrrPldAccountant.name: KrrPldAccountant,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """One recorded event: what it was, how many times, and free-form labels (site, document)."""
+
+    event: Event
+    count: int = 1
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_event(self.event)
+        _count(self.count)
 
 
 @dataclass(slots=True)
-class RdpLedger:
-    """Composes events by RDP; validates before it mutates; saves to and loads from dicts."""
+class Ledger:
+    """Privacy events kept apart from the accountants that compose them.
 
-    orders: tuple[float, ...] = DEFAULT_ORDERS
-    events: list[Event] = field(default_factory=list)
+    Holds many events across prompts and answers; :meth:`epsilon` replays them
+    (optionally only those carrying a label, e.g. one site or one document)
+    through any accountant.  Saved with :meth:`to_dict` and restored with
+    :meth:`from_dict`, which refuses a corrupted state rather than starting over.
+    """
 
-    def compose(self, event: Event) -> None:
-        if not isinstance(event, GaussianEvent | KRREvent):
-            raise InvalidParameterError(f"not a privacy event: {event!r}")
-        self.events.append(event)
+    entries: list[LedgerEntry] = field(default_factory=list)
 
-    def rdp(self) -> list[float]:
-        return [sum(e.rdp(a) for e in self.events) for a in self.orders]
+    def record(self, event: Event, count: int = 1, **labels: str) -> LedgerEntry:
+        entry = LedgerEntry(event, count, tuple(sorted((k, str(v)) for k, v in labels.items())))
+        self.entries.append(entry)
+        return entry
 
-    def epsilon(self, delta: float) -> float:
-        if not self.events:
-            return 0.0
-        return rdp_to_dp(self.rdp(), self.orders, delta)[0]
+    def select(self, **labels: str) -> list[LedgerEntry]:
+        wanted = {(k, str(v)) for k, v in labels.items()}
+        return [e for e in self.entries if wanted <= set(e.labels)]
+
+    def accountant(self, kind: str | Accountant = "rdp", **labels: str) -> Accountant:
+        if isinstance(kind, Accountant):
+            acc = kind
+        else:
+            if kind not in ACCOUNTANTS:
+                raise InvalidParameterError(
+                    f"unknown accountant {kind!r}; choose one of {', '.join(ACCOUNTANTS)}"
+                )
+            acc = ACCOUNTANTS[kind]()
+        for entry in self.select(**labels):
+            acc.compose(entry.event, entry.count)
+        return acc
+
+    def epsilon(self, delta: float, kind: str = "rdp", **labels: str) -> float:
+        return self.accountant(kind, **labels).get_epsilon(delta)
 
     def to_dict(self) -> dict[str, object]:
-        events: list[dict[str, object]] = []
-        for e in self.events:
-            if isinstance(e, GaussianEvent):
-                events.append({"type": "gaussian", "sigma": e.sigma, "sensitivity": e.sensitivity})
-            else:
-                events.append({"type": "krr", "epsilon": e.epsilon, "count": e.count, "k": e.k})
-        return {"version": 1, "orders": list(self.orders), "events": events}
+        return {
+            "version": 2,
+            "entries": [
+                {"event": event_to_dict(e.event), "count": e.count, "labels": dict(e.labels)}
+                for e in self.entries
+            ],
+        }
 
     @classmethod
-    def from_dict(cls, state: object) -> RdpLedger:
+    def from_dict(cls, state: object) -> Ledger:
         try:
-            assert isinstance(state, dict) and state.get("version") == 1
-            orders = _orders(state["orders"])
-            events: list[Event] = []
-            for raw in state["events"]:
-                if raw["type"] == "gaussian":
-                    events.append(GaussianEvent(raw["sigma"], raw["sensitivity"]))
-                elif raw["type"] == "krr":
-                    events.append(KRREvent(raw["epsilon"], raw["count"], raw["k"]))
-                else:
-                    raise ValueError(f"unknown event type {raw['type']!r}")
-        except (AssertionError, KeyError, TypeError, ValueError) as exc:
+            assert isinstance(state, dict) and state.get("version") == 2
+            entries = []
+            for raw in state["entries"]:
+                labels = raw.get("labels", {})
+                assert isinstance(labels, dict)
+                entries.append(
+                    LedgerEntry(
+                        event_from_dict(raw["event"]),
+                        raw["count"],
+                        tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+                    )
+                )
+        except (AssertionError, KeyError, TypeError, ValueError, InvalidParameterError) as exc:
             raise StateError(
                 f"privacy ledger state is corrupted or from another version: {exc}"
             ) from exc
-        return cls(orders=orders, events=events)
+        return cls(entries=entries)

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from py_core.accounting import Ledger, PureDpEvent
 from py_core.errors import InsufficientBudgetError, InvalidParameterError, StateError
 from py_core.rootguard.allocation import allocate
 from py_core.rootguard.mechanism import DiscreteLaplaceMechanism, RandomSource
@@ -125,9 +126,18 @@ class RootCache:
         return cls(profile=profile, allocation=allocate(profile))
 
     # -- spending ---------------------------------------------------------------------------
+    def privacy_ledger(self) -> Ledger:
+        """The draws as privacy events (one pure-DP discrete Laplace release per root and draw)."""
+        out = Ledger()
+        for entry in self.ledger:
+            for name, eps in entry["epsilon"].items():
+                out.record(PureDpEvent(float(eps)), root=name, seq=str(entry["seq"]))
+        return out
+
     @property
     def total_spent(self) -> float:
-        return float(sum(entry["spent"] for entry in self.ledger))
+        """ε per privacy unit spent so far, by basic composition over every draw."""
+        return self.privacy_ledger().epsilon(0.0, "basic")
 
     def mechanism(self, name: str) -> DiscreteLaplaceMechanism:
         spec = self.profile.roots[name]

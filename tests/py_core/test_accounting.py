@@ -109,14 +109,91 @@ def test_no_mechanism_costs_nothing() -> None:
 
 def test_ledger_round_trip_and_corruption() -> None:
     """A ledger saves and restores exactly; corrupted state raises StateError."""
-    ledger = accounting.RdpLedger()
-    ledger.compose(accounting.GaussianEvent(sigma=4.0, sensitivity=2.0))
-    ledger.compose(accounting.KRREvent(epsilon=1.0, count=20))
-    restored = accounting.RdpLedger.from_dict(ledger.to_dict())
+    ledger = accounting.Ledger()
+    ledger.record(accounting.GaussianEvent(sigma=4.0, sensitivity=2.0), document="7")
+    ledger.record(accounting.KRREvent(epsilon=1.0, count=20), site="chatgpt.com")
+    ledger.record(accounting.PureDpEvent(0.5), 3, root="weight")
+    restored = accounting.Ledger.from_dict(ledger.to_dict())
+    assert restored == ledger
     assert restored.epsilon(1e-6) == ledger.epsilon(1e-6) > 0
     broken = ledger.to_dict()
-    broken["events"] = [{"type": "laplace"}]
+    broken["entries"] = [{"event": {"type": "laplace"}, "count": 1}]  # type: ignore[index]
     with pytest.raises(StateError):
-        accounting.RdpLedger.from_dict(broken)
+        accounting.Ledger.from_dict(broken)
+    broken["entries"] = [{"event": {"type": "pure", "epsilon": -1}, "count": 1}]  # type: ignore[index]
     with pytest.raises(StateError):
-        accounting.RdpLedger.from_dict({"version": 99})
+        accounting.Ledger.from_dict(broken)
+    with pytest.raises(StateError):
+        accounting.Ledger.from_dict({"version": 99})
+
+
+def test_ledger_labels_select_what_is_composed() -> None:
+    """Only the entries carrying every requested label are composed."""
+    ledger = accounting.Ledger()
+    ledger.record(accounting.KRREvent(2.0, 10), site="a")
+    ledger.record(accounting.KRREvent(2.0, 5), site="b")
+    ledger.record(accounting.KRREvent(2.0, 1), 4, site="a")
+    assert ledger.epsilon(1e-6, "basic", site="a") == pytest.approx(2.0 * 14)
+    assert ledger.epsilon(1e-6, "basic", site="b") == pytest.approx(2.0 * 5)
+    assert ledger.epsilon(1e-6, "basic") == pytest.approx(2.0 * 19)
+    assert ledger.epsilon(1e-6, "basic", site="c") == 0.0
+    with pytest.raises(InvalidParameterError, match="unknown accountant"):
+        ledger.epsilon(1e-6, "moments")
+
+
+def test_rdp_accountant_matches_the_gaussian_function_and_dp_accounting() -> None:
+    """The accountant and gaussian_rdp_epsilon are one computation; both agree with dp-accounting."""
+    sigmas = [3.0, 5.0, 5.0, 12.0]
+    acc = accounting.RdpAccountant()
+    for s in sigmas:
+        acc.compose(accounting.GaussianEvent(s, 2.0))
+    ours, order = acc.get_epsilon_and_order(1e-6)
+    direct = accounting.gaussian_rdp_epsilon(sigmas, 2.0, 1e-6)
+    assert ours == pytest.approx(direct[0], rel=1e-12)
+    assert order == direct[1]
+    theirs = rdp.RdpAccountant()
+    for s in sigmas:
+        theirs.compose(dp_event.GaussianDpEvent(s / 2.0))
+    assert ours == pytest.approx(theirs.get_epsilon(1e-6), rel=0.01)
+    # count=n is the same as composing n times
+    twice = accounting.RdpAccountant().compose(accounting.GaussianEvent(3.0, 2.0), 2)
+    once = accounting.RdpAccountant().compose_all([accounting.GaussianEvent(3.0, 2.0)] * 2)
+    assert twice.get_epsilon(1e-6) == pytest.approx(once.get_epsilon(1e-6), rel=1e-12)
+
+
+def test_krr_pld_accountant_is_the_exact_bound_and_never_above_basic() -> None:
+    """One (eps, k): the exact PLD bound; mixed: min(basic, RDP); other events refused."""
+    acc = accounting.KrrPldAccountant()
+    acc.compose(accounting.KRREvent(1.0, 120)).compose(accounting.KRREvent(1.0, 80))
+    exact = accounting.krr_composed_epsilon(200, 1.0, 1e-6)
+    assert acc.get_epsilon(1e-6) == exact
+    pld = privacy_loss_distribution.from_randomized_response(
+        noise_parameter=_rr_event(1.0, 94).noise_parameter, num_buckets=94
+    ).self_compose(200)
+    assert exact == pytest.approx(pld.get_epsilon_for_delta(1e-6), rel=0.01)
+    mixed = accounting.KrrPldAccountant()
+    mixed.compose(accounting.KRREvent(1.0, 100)).compose(accounting.KRREvent(3.0, 2))
+    assert 0 < mixed.get_epsilon(1e-6) <= 106.0
+    with pytest.raises(InvalidParameterError, match="k-RR events only"):
+        accounting.KrrPldAccountant().compose(accounting.GaussianEvent(1.0, 1.0))
+
+
+def test_basic_accountant_adds_pure_epsilons_and_refuses_to_hide_a_gaussian() -> None:
+    """Basic composition: epsilons add; a Gaussian has no pure epsilon (infinite)."""
+    acc = accounting.BasicAccountant()
+    acc.compose(accounting.PureDpEvent(0.25), 4).compose(accounting.KRREvent(2.0, 3))
+    assert acc.get_epsilon(0.0) == pytest.approx(1.0 + 6.0)
+    acc.compose(accounting.GaussianEvent(10.0, 1.0))
+    assert acc.get_epsilon(0.0) == math.inf
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 3.0])
+def test_pure_dp_event_rdp_bound_from_both_sides(epsilon: float) -> None:
+    """min(eps, a*eps^2/2) dominates a real eps-DP mechanism's RDP, and is tight at large order."""
+    event = accounting.PureDpEvent(epsilon)
+    for order in (1.5, 2.0, 8.0, 64.0, 1024.0):
+        # binary randomized response is eps-DP; its RDP must stay under the bound
+        real = accounting.krr_rdp(epsilon, order, 2)
+        assert real <= event.rdp(order) + 1e-12
+    assert accounting.krr_rdp(epsilon, 1024.0, 2) >= 0.99 * event.rdp(1024.0)
+    assert event.rdp(1e6) == epsilon
