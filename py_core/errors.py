@@ -32,6 +32,10 @@ class StateError(VeilError, ValueError):
     """Saved state is corrupted or does not match; it is refused, never silently redrawn."""
 
 
+class SetupRequiredError(VeilError, ValueError):
+    """A setting needs something the person has not set up (numbers mode without RootGuard)."""
+
+
 class ProfileError(InvalidParameterError):
     """A RootGuard profile is invalid; ``.problems`` lists every problem found."""
 
