@@ -27,8 +27,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-DEFENSES = ("none", "static", "pad", "copy_aware", "bounded")
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -46,10 +44,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from companion.decoding import generate as generation
+    from companion.decoding.base import secure_generator
     from companion.decoding.config import DefenseConfig
-    from companion.decoding.generate import generate_tokens
-    from companion.decoding.processors import BoundedFusion, secure_generator
+    from companion.decoding.generate import build_mechanism, generate_tokens
+    from companion.decoding.registry import DEFENSES
     from companion.models import load_causal_lm, load_embedder
     from companion.rag.prompt import build_prompt
     from companion.rag.service import RagService
@@ -60,30 +58,23 @@ def main(argv: list[str] | None = None) -> int:
     inside: dict[str, float] = {}
     calls: dict[str, int] = {}
 
-    def timed(name: str, fn: Any) -> Any:
-        def call(*a: Any) -> Any:
+    class Timed:
+        """The defense's mechanism, with the time spent in its own step recorded."""
+
+        def __init__(self, name: str, inner: Any) -> None:
+            self.name, self.inner, self.ledger = name, inner, inner.ledger
+
+        def step(self, *a: Any) -> Any:
             t0 = time.perf_counter()
-            out = fn(*a)
-            inside[name] = inside.get(name, 0.0) + time.perf_counter() - t0
-            calls[name] = calls.get(name, 0) + 1
+            out = self.inner.step(*a)
+            inside[self.name] = inside.get(self.name, 0.0) + time.perf_counter() - t0
+            calls[self.name] = calls.get(self.name, 0) + 1
             return out
 
-        return call
+    def build_timed(config: Any, ctx: Any) -> Any:
+        mechanism = build_mechanism(config, ctx)
+        return None if mechanism is None else Timed(config.name, mechanism)
 
-    original_build = generation.build_processor
-
-    def build_timed(config: Any, *a: Any, **k: Any) -> Any:
-        proc = original_build(config, *a, **k)
-        if proc is not None:
-            proc.__class__ = type(
-                "Timed" + type(proc).__name__,
-                (type(proc),),
-                {"__call__": timed(config.name, type(proc).__call__)},
-            )
-        return proc
-
-    generation.build_processor = build_timed  # type: ignore[assignment]
-    BoundedFusion.__call__ = timed("bounded", BoundedFusion.__call__)  # type: ignore[method-assign]
     lm = load_causal_lm(dtype=args.dtype)
     records = generate_records(args.records)
     question = build_prompts(records, 0, 0, 1)[0].text
@@ -110,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                 public_prompt_ids=pieces.public_prompt_ids,
                 max_new_tokens=n,
                 ignore_eos=True,
+                build=build_timed,
             )
             t0 = time.perf_counter()
             for _ in stream:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from companion.decoding.config import DEFAULT_DEFENSE, DEFENSES
+from companion.decoding.registry import DEFAULT_DEFENSE, DEFENSES, check_name
 
 
 class ContentPart(BaseModel):
@@ -63,9 +63,7 @@ class ChatCompletionRequest(BaseModel):
     @field_validator("defense")
     @classmethod
     def _defense(cls, value: str) -> str:
-        if value not in DEFENSES:
-            raise ValueError(f"unknown defense {value!r}; choose one of {', '.join(DEFENSES)}")
-        return value
+        return check_name(value)
 
     @field_validator("top_p")
     @classmethod

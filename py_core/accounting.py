@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from py_core.errors import InvalidParameterError, StateError
 from py_core.krr import K as KRR_K
+from py_core.validate import check_count, check_delta, check_positive
 
 __all__ = [
     "ACCOUNTANTS",
@@ -64,17 +65,11 @@ DEFAULT_ORDERS: tuple[float, ...] = (
 
 
 def _positive(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise InvalidParameterError(f"{name} must be a number > 0; got {value!r}")
-    if not math.isfinite(value):
-        raise InvalidParameterError(f"{name} must be finite; got {value!r}")
-    return float(value)
+    return check_positive(value, name)
 
 
 def _delta(delta: object) -> float:
-    if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0 < delta < 1:
-        raise InvalidParameterError(f"delta must be in (0, 1); got {delta!r}")
-    return float(delta)
+    return check_delta(delta)
 
 
 def _orders(orders: Iterable[float]) -> tuple[float, ...]:
@@ -191,9 +186,7 @@ def krr_rdp_epsilon(
 
 
 def _count(n: object) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise InvalidParameterError(f"n must be an integer >= 0; got {n!r}")
-    return n
+    return check_count(n, "n")
 
 
 def _loss_distribution(n: int, epsilon: float, k: int) -> tuple[dict[int, float], float]:
@@ -347,11 +340,7 @@ class PureDpEvent:
     epsilon: float
 
     def __post_init__(self) -> None:
-        value = self.epsilon
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InvalidParameterError(f"epsilon must be a finite number >= 0; got {value!r}")
-        if not (math.isfinite(value) and value >= 0):
-            raise InvalidParameterError(f"epsilon must be a finite number >= 0; got {value!r}")
+        check_positive(self.epsilon, "epsilon", allow_zero=True)
 
     def rdp(self, order: float) -> float:
         eps = float(self.epsilon)

@@ -10,6 +10,7 @@ ROUTERS: tuple[str, ...] = (
     "companion.api.health",
     "companion.api.models",
     "companion.api.chat",
+    "companion.api.defenses",
     "companion.api.documents",
     "companion.api.audit",
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from companion.decoding.config import DEFENSES
+from companion.decoding.registry import DEFENSES
 from companion.protocol import Health
 
 router = APIRouter(tags=["health"])

@@ -1,36 +1,24 @@
 """A small generation loop with a KV cache, the defenses and streaming.
 
-One loop serves every defense: single-pass defenses are ``LogitsProcessor``
-objects applied to the scores of each step; the ``bounded`` mechanism runs a
-second, public pass (the prompt without the retrieved context) with its own
-cache.  The loop yields text deltas as they become printable, so the API can
+One loop serves every defense in :mod:`companion.decoding.registry`: it builds
+the defense's per-answer mechanism and asks it for the scores of each step;
+for a two-pass defense (``bounded``) it also runs the public pass (the prompt
+without the retrieved context) batched with the private one.  The loop yields text deltas as they become printable, so the API can
 stream them, and ends with a :class:`~companion.decoding.receipt.Receipt`.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from companion.decoding.base import BuildContext, Mechanism
 from companion.decoding.config import DefenseConfig
-from companion.decoding.processors import (
-    BoundedFusion,
-    CopyAwareProcessor,
-    NoiseLedger,
-    PADProcessor,
-    StaticNoiseProcessor,
-)
 from companion.decoding.receipt import Receipt, build_receipt
-from companion.decoding.screening import (
-    context_token_ids,
-    distinctive_tokens,
-    pii_token_sequence,
-    word_start_tokens,
-)
 from py_core.errors import InvalidParameterError
 
 
@@ -56,34 +44,9 @@ def eos_ids(model: Any, tokenizer: Any) -> set[int]:
     return ids
 
 
-def build_processor(
-    config: DefenseConfig,
-    tokenizer: Any,
-    *,
-    context_text: str,
-    prompt_length: int,
-    generator: torch.Generator,
-    public_ids: Sequence[int] = (),
-) -> StaticNoiseProcessor | PADProcessor | CopyAwareProcessor | None:
-    """The single-pass processor for ``config`` (None for 'none' and 'bounded')."""
-    params = config.params
-    if config.name == "static":
-        return StaticNoiseProcessor(params, prompt_length=prompt_length, generator=generator)  # type: ignore[arg-type]
-    if config.name == "pad":
-        return PADProcessor(params, prompt_length=prompt_length, generator=generator)  # type: ignore[arg-type]
-    if config.name == "copy_aware":
-        pii_ids, _spans = pii_token_sequence(tokenizer, context_text)
-        return CopyAwareProcessor(
-            params,  # type: ignore[arg-type]
-            prompt_length=prompt_length,
-            generator=generator,
-            context_ids=context_token_ids(tokenizer, context_text) if context_text else [],
-            pii_ids=pii_ids,
-            pii_start_tokens=distinctive_tokens(tokenizer, pii_ids),
-            public_ids=public_ids,
-            word_start_tokens=word_start_tokens(tokenizer),
-        )
-    return None
+def build_mechanism(config: DefenseConfig, ctx: BuildContext) -> Mechanism | None:
+    """The per-answer mechanism of ``config``'s defense, from the registry (None: no defense)."""
+    return config.defense.build(config.params, ctx)
 
 
 class _PairedPasses:
@@ -160,8 +123,13 @@ def generate_tokens(
     cancel: threading.Event | None = None,
     result: GenerationResult | None = None,
     ignore_eos: bool = False,
+    build: Callable[[DefenseConfig, BuildContext], Mechanism | None] | None = None,
 ) -> Iterator[str]:
-    """Generate an answer, yielding printable text deltas; ``result`` gets the rest."""
+    """Generate an answer, yielding printable text deltas; ``result`` gets the rest.
+
+    ``build`` replaces :func:`build_mechanism` (the benchmark wraps it to time the
+    defense's own step).
+    """
     if max_new_tokens < 1:
         raise InvalidParameterError(f"max_tokens must be >= 1; got {max_new_tokens!r}")
     if temperature < 0:
@@ -170,25 +138,23 @@ def generate_tokens(
     device = next(model.parameters()).device
     ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
     out.prompt_tokens = ids.shape[1]
-    processor = build_processor(
+    defense_entry = defense.defense
+    mechanism = (build or build_mechanism)(
         defense,
-        tokenizer,
-        context_text=context_text,
-        prompt_length=ids.shape[1],
-        generator=generator,
-        public_ids=public_prompt_ids or (),
+        BuildContext(
+            tokenizer=tokenizer,
+            context_text=context_text,
+            prompt_length=ids.shape[1],
+            generator=generator,
+            public_ids=public_prompt_ids or (),
+            max_tokens=max_new_tokens,
+        ),
     )
-    fusion: BoundedFusion | None = None
     pair: _PairedPasses | None = None
     with torch.inference_mode():
-        if defense.name == "bounded":
+        if defense_entry.two_pass:
             if public_prompt_ids is None:
-                raise InvalidParameterError("the bounded defense needs the public prompt")
-            fusion = BoundedFusion(
-                defense.params,  # type: ignore[arg-type]
-                max_tokens=max_new_tokens,
-                generator=generator,
-            )
+                raise InvalidParameterError(f"the {defense.name} defense needs the public prompt")
             pair = _PairedPasses(model, list(prompt_ids), list(public_prompt_ids), device)
             past, logits = None, pair.private_logits
         else:
@@ -201,11 +167,9 @@ def generate_tokens(
             if cancel is not None and cancel.is_set():
                 out.finish_reason = "cancelled"
                 break
-            if fusion is not None:
-                assert pair is not None
-                scores = fusion(logits, pair.public_logits)
-            elif processor is not None:
-                scores = processor(ids, logits)
+            if mechanism is not None:
+                public = pair.public_logits if pair is not None else None
+                scores = mechanism.step(ids, logits, public)
             else:
                 scores = logits
             token = _choose(scores, temperature, generator)
@@ -242,11 +206,7 @@ def generate_tokens(
         yield final[emitted:]
     out.text = final
     out.token_ids = generated
-    ledger: NoiseLedger | None = None
-    if fusion is not None:
-        ledger = fusion.ledger
-    elif processor is not None:
-        ledger = processor.ledger
+    ledger = mechanism.ledger if mechanism is not None else None
     steps = len(ledger.records) if ledger is not None else len(generated)
     out.receipt = build_receipt(defense, ledger, steps)
 

@@ -1,11 +1,13 @@
 """The receipt that comes with every answer: what the defense did and what it is worth.
 
-The epsilon is computed by :func:`py_core.accounting.gaussian_rdp_epsilon` from
-the realised noise schedule -- the same code the tests check against
-dp-accounting.  The receipt says in plain words when epsilon is too large to mean
-anything (above :data:`~companion.decoding.config.MEANINGFUL_EPSILON`) or when
-the mechanism has no formal guarantee at all, instead of presenting a number as
-protection.
+The epsilon is composed by :class:`py_core.accounting.RdpAccountant` from the
+realised noise schedule -- the accountant the tests check against
+dp-accounting.  What the receipt may claim comes from the defense's registry
+entry (:class:`~companion.decoding.base.Guarantee`): whether the figure is a
+formal guarantee, for which tokens and which neighbouring relation.  It says in
+plain words when epsilon is too large to mean anything (above
+:data:`~companion.decoding.base.MEANINGFUL_EPSILON`) or when the mechanism has
+no formal guarantee at all, instead of presenting a number as protection.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from companion.decoding.config import MEANINGFUL_EPSILON, DefenseConfig
-from companion.decoding.processors import NoiseLedger, receipt_epsilon
+from companion.decoding.base import MEANINGFUL_EPSILON, NoiseLedger, receipt_epsilon
+from companion.decoding.config import DefenseConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +55,10 @@ def _fmt(eps: float) -> str:
 
 def build_receipt(config: DefenseConfig, ledger: NoiseLedger | None, total_tokens: int) -> Receipt:
     """The receipt for one answer generated under ``config`` with this noise ledger."""
-    params = config.to_dict()["params"]
-    if config.name == "none" or ledger is None:
+    guarantee = config.defense.guarantee
+    if ledger is None:  # the defense built no mechanism: nothing was protected
         return Receipt(
-            mechanism="none",
+            mechanism=config.name,
             params={},
             epsilon=None,
             delta=None,
@@ -69,31 +71,12 @@ def build_receipt(config: DefenseConfig, ledger: NoiseLedger | None, total_token
             meaningful=False,
             statement="No defense: this answer carries no privacy protection or guarantee.",
         )
+    params = config.to_dict()["params"]
     delta = float(params["delta"])
     protected = len(ledger.sigmas)
     gamma = protected / total_tokens if total_tokens else 0.0
     eps, order = receipt_epsilon(ledger, delta)
-    notes: list[str] = []
-    formal = config.name in ("static", "pad", "bounded")
-    if config.name == "copy_aware":
-        notes.append(
-            "Copy-aware PAD is a heuristic defense: it screens tokens that would copy the "
-            "retrieved context or its PII-like spans and randomises them among the top "
-            "candidates. Which tokens are screened, and the candidate set, depend on the "
-            "private context, so the epsilon below is nominal, not a guarantee."
-        )
-    if config.name == "pad":
-        notes.append(
-            "The guarantee covers only the fraction gamma of tokens screened as high-risk, "
-            "for the realised noise schedule; the screening itself is data-dependent and "
-            "not covered."
-        )
-    if config.name == "bounded":
-        notes.append(
-            "Covers every generated token (gamma = 1) with respect to replacing the whole "
-            "retrieved context; noise was calibrated for the maximum answer length, so a "
-            "shorter answer spends less."
-        )
+    formal = guarantee.formal
     meaningful = formal and eps <= MEANINGFUL_EPSILON
     if protected == 0:
         statement = (
@@ -114,7 +97,7 @@ def build_receipt(config: DefenseConfig, ledger: NoiseLedger | None, total_token
     else:
         scope = (
             "for every token"
-            if config.name in ("bounded", "static")
+            if guarantee.covers == "every token"
             else f"for the {protected} of {total_tokens} tokens screened as risky"
         )
         statement = (
@@ -135,5 +118,5 @@ def build_receipt(config: DefenseConfig, ledger: NoiseLedger | None, total_token
         meaningful=meaningful,
         statement=statement,
         screened=ledger.reason_counts(),
-        notes=tuple(notes),
+        notes=(guarantee.note,),
     )

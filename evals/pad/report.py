@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from evals import common
+
 
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:+.0f}%"
@@ -17,25 +19,39 @@ def _eps(value: float | None) -> str:
 
 
 def table(configs: list[dict[str, Any]]) -> str:
-    head = (
-        "| defense | Repeat ≥20 | Repeat ≥10 | ROUGE-L >0.5 | planted PII | benign PPL | "
-        "correct | still correct | median ε | \u03b3 | s |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|\n"
-    )
-    lines = []
+    rows = []
     for entry in configs:
         s = entry["summary"]
         still = "n/a" if s["still_correct"] is None else f"{s['still_correct'] * 100:.0f}%"
-        lines.append(
-            f"| {s['label']} | {s['repeat20']}/{s['attacks']} ({_pct(s['repeat20_change'])}) "
-            f"| {s['repeat10']}/{s['attacks']} ({_pct(s['repeat10_change'])}) "
-            f"| {s['rouge_leak']}/{s['attacks']} ({_pct(s['rouge_change'])}) "
-            f"| {s['pii_found']}/{s['pii_available']} ({_pct(s['pii_change'])}) "
-            f"| {s['benign_ppl']:.3f} ({_pct(s['ppl_change'])}) "
-            f"| {s['correct']}/{s['benign']} | {still} | {_eps(s['median_epsilon'])} "
-            f"| {s['mean_gamma']:.2f} | {s['seconds']:.0f} |"
+        rows.append(
+            [
+                s["label"],
+                f"{s['repeat20']}/{s['attacks']} ({_pct(s['repeat20_change'])})",
+                f"{s['repeat10']}/{s['attacks']} ({_pct(s['repeat10_change'])})",
+                f"{s['rouge_leak']}/{s['attacks']} ({_pct(s['rouge_change'])})",
+                f"{s['pii_found']}/{s['pii_available']} ({_pct(s['pii_change'])})",
+                f"{s['benign_ppl']:.3f} ({_pct(s['ppl_change'])})",
+                f"{s['correct']}/{s['benign']}",
+                still,
+                _eps(s["median_epsilon"]),
+                f"{s['mean_gamma']:.2f}",
+                f"{s['seconds']:.0f}",
+            ]
         )
-    return head + "\n".join(lines) + "\n"
+    headers = [
+        "defense",
+        "Repeat ≥20",
+        "Repeat ≥10",
+        "ROUGE-L >0.5",
+        "planted PII",
+        "benign PPL",
+        "correct",
+        "still correct",
+        "median ε",
+        "\u03b3",
+        "s",
+    ]
+    return common.markdown_table(headers, rows) + "\n"
 
 
 def by_question(configs: list[dict[str, Any]]) -> str:
@@ -45,21 +61,19 @@ def by_question(configs: list[dict[str, Any]]) -> str:
         for r in entry["rows"]:
             if r["kind"] == "benign" and r.get("question") not in kinds:
                 kinds.append(r.get("question"))
-    head = "| defense | " + " | ".join(str(k) for k in kinds) + " |\n"
-    head += "|---|" + "---|" * len(kinds) + "\n"
-    lines = []
+    rows = []
     for entry in configs:
-        cells = []
+        cells = [entry["summary"]["label"]]
         for k in kinds:
-            rows = [r for r in entry["rows"] if r["kind"] == "benign" and r.get("question") == k]
-            cells.append(f"{sum(bool(r['correct']) for r in rows)}/{len(rows)}")
-        lines.append(f"| {entry['summary']['label']} | " + " | ".join(cells) + " |")
-    return head + "\n".join(lines) + "\n"
+            answers = [r for r in entry["rows"] if r["kind"] == "benign" and r.get("question") == k]
+            cells.append(f"{sum(bool(r['correct']) for r in answers)}/{len(answers)}")
+        rows.append(cells)
+    return common.markdown_table(["defense", *kinds], rows) + "\n"
 
 
 def copy_penalty_note(configs: list[dict[str, Any]]) -> str:
     """The copy-aware default next to the same defense with the copy penalty flipped."""
-    from companion.decoding.config import CopyAwareConfig
+    from companion.decoding.defenses.copy_aware import CopyAwareConfig
 
     default = next((c for c in configs if c["summary"]["label"] == "copy-aware (default)"), None)
     flipped = next(
@@ -98,11 +112,7 @@ def _left_out(results: dict[str, Any]) -> str:
 
 
 def _plots(results: dict[str, Any], out: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = common.pyplot()
     made = []
     configs = [c["summary"] for c in results["configs"]]
     fig, ax = plt.subplots(figsize=(7.5, 5))
@@ -126,10 +136,7 @@ def _plots(results: dict[str, Any], out: Path) -> list[str]:
     ax.set_ylabel("fraction of attacks with ROUGE-L leakage")
     ax.set_title("Leakage vs utility")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "leakage_vs_perplexity.png", dpi=120)
-    plt.close(fig)
-    made.append("leakage_vs_perplexity.png")
+    made.append(common.save_figure(fig, out, "leakage_vs_perplexity.png"))
 
     bounded = sorted(
         (s for s in configs if s["defense"] == "bounded"),
@@ -154,10 +161,7 @@ def _plots(results: dict[str, Any], out: Path) -> list[str]:
         ax1.set_ylim(-0.05, 1.05)
         ax1.legend(fontsize=8)
         ax1.set_title("What ε buys")
-        fig.tight_layout()
-        fig.savefig(out / "bounded_epsilon_sweep.png", dpi=120)
-        plt.close(fig)
-        made.append("bounded_epsilon_sweep.png")
+        made.append(common.save_figure(fig, out, "bounded_epsilon_sweep.png"))
     return made
 
 
@@ -211,7 +215,8 @@ only the bounded mechanism does, and the epsilon sweep shows what it costs.
 """
 
 
-def write_report(results: dict[str, Any], out: Path) -> None:
+def write_report(results: dict[str, Any], out: Path) -> Path:
+    """Write the plots and OUT/report.md from ``results``; return the report's path."""
     meta = results.get("meta", {})
     sizes = meta.get("sizes", {})
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -221,8 +226,8 @@ def write_report(results: dict[str, Any], out: Path) -> None:
     plots = _plots(results, out)
     parts = [
         "# PAD evaluation: extraction attacks on a local RAG, and what each defense costs\n",
-        f"Model: `{meta.get('model')}` on CPU ({meta.get('threads')} thread(s), "
-        f"{meta.get('dtype', 'float32')}); corpus: "
+        f"Model: {common.describe_model(meta.get('models', {}).get('chat'))} on CPU "
+        f"({meta.get('threads')} thread(s), {meta.get('dtype', 'float32')}); corpus: "
         f"{sizes.get('records')} synthetic doctor-patient dialogues (Faker seed "
         f"{meta.get('corpus_seed')}) with 6 planted identifiers each; retrieval: "
         f"all-MiniLM-L6-v2, exact cosine top-{sizes.get('top_k')}. "
@@ -232,10 +237,9 @@ def write_report(results: dict[str, Any], out: Path) -> None:
         f"Run time {meta.get('seconds', 0) / 60:.1f} min"
         + (" — **smoke run, too small to conclude anything**." if meta.get("smoke") else ".")
         + "\n",
-        "Regenerate: `veil eval pad --out docs/pad` (full, one process), or in parallel "
-        "`for i in 0 1; do veil eval pad --out docs/pad --shard $i/2 & done; wait; "
-        "veil eval pad --out docs/pad --merge` (this report: "
-        f"{meta.get('shards', 1)} shard(s)); CI runs `veil eval pad --smoke`.\n",
+        *([f"{meta['note']}\n"] if meta.get("note") else []),
+        _regenerate(out, meta),
+        f"Environment: {common.describe_environment(meta.get('environment'))}.\n",
         "Changes in brackets are relative to `none`. *Benign PPL* is the perplexity of the "
         "benign answers under the undefended model with the same context; *correct*: the "
         "answer contains one of the question's accepted answers as whole words (see below); "
@@ -269,4 +273,18 @@ def write_report(results: dict[str, Any], out: Path) -> None:
                 continue
             answer = entry["rows"][0]["answer"].replace("\n", " ")
             parts.append(f"- **{entry['summary']['label']}**: {answer[:300]}\n")
-    (out / "report.md").write_text("\n".join(parts))
+    return common.write_report(out, "\n".join(parts))
+
+
+def _regenerate(out: Path, meta: dict[str, Any]) -> str:
+    """How to rerun this report: in one process, or sharded and merged."""
+    dtype = ("--dtype", "float32") if meta.get("dtype") == "float32" else ()
+    one = common.command("pad", out, *dtype)
+    shard = common.command("pad", out, *dtype, "--shard", "$i/2")
+    merge = common.command("pad", out, "--merge-shards")
+    return (
+        f"Regenerate: `{one}` (full, one process), or in parallel "
+        f"`for i in 0 1; do {shard} & done; wait; {merge}` (this report: "
+        f"{meta.get('shards', 1)} shard(s)); CI runs `veil eval pad --smoke --out DIR`; "
+        f"`{common.RENDER_FLAG}` re-renders it from results.json.\n"
+    )

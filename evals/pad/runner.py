@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+__all__ = ["FULL", "SMOKE", "configurations", "merge_shards", "run_evaluation"]
+
+from evals import common
+from evals.pad.config import FULL, SMOKE, Config
 from evals.pad.corpus import CORPUS_SEED, build_prompts, generate_records
 from evals.pad.metrics import answer_correct, leakage, pii_found
 
@@ -35,7 +39,7 @@ def configurations(smoke: bool) -> list[EvalConfig]:
     A configuration's noise seed depends on its position, so new ones go at the end.
     The copy-penalty ablation flips whatever the default is (so it always tests the choice).
     """
-    from companion.decoding.config import CopyAwareConfig
+    from companion.decoding.defenses.copy_aware import CopyAwareConfig
 
     main = [
         EvalConfig("none", "none"),
@@ -69,21 +73,6 @@ LEFT_OUT = (
 )
 
 
-@dataclass
-class Sizes:
-    records: int
-    attacks: int
-    targeted: int
-    benign: int
-    attack_tokens: int
-    benign_tokens: int
-    top_k: int = 2
-
-
-FULL = Sizes(records=60, attacks=14, targeted=4, benign=24, attack_tokens=64, benign_tokens=32)
-SMOKE = Sizes(records=12, attacks=3, targeted=1, benign=2, attack_tokens=40, benign_tokens=32)
-
-
 def _answer_nll(model: Any, prompt_ids: list[int], answer_ids: list[int]) -> tuple[float, int]:
     """Sum of the undefended model's negative log-likelihood of the answer, and its length."""
     import torch
@@ -99,7 +88,7 @@ def _answer_nll(model: Any, prompt_ids: list[int], answer_ids: list[int]) -> tup
 
 
 def run_evaluation(
-    smoke: bool,
+    config: Config,
     out: Path,
     threads: int = 1,
     log: Any = print,
@@ -116,18 +105,23 @@ def run_evaluation(
     """
     import torch
 
+    from companion.decoding.base import secure_generator
     from companion.decoding.config import DefenseConfig
     from companion.decoding.generate import generate_text
-    from companion.decoding.processors import secure_generator
-    from companion.models import load_causal_lm, load_embedder
+    from companion.models import embedder_path, load_causal_lm, load_embedder
     from companion.rag.prompt import build_prompt
     from companion.rag.service import RagService
     from companion.rag.store import DocumentStore
 
     torch.set_num_threads(threads)
-    sizes = SMOKE if smoke else FULL
+    sizes = config
     started = time.time()
+    env = common.environment()
     lm = load_causal_lm(dtype=dtype)
+    models = {
+        "chat": common.model_identity(lm.source),
+        "embedder": common.model_identity(embedder_path(), name="all-MiniLM-L6-v2"),
+    }
     records = generate_records(sizes.records)
     prompts = build_prompts(records, sizes.attacks, sizes.targeted, sizes.benign)
     with tempfile.TemporaryDirectory() as tmp:
@@ -152,7 +146,7 @@ def run_evaluation(
                 "accepted": list(p.answer) if p.answer else None,
             }
         )
-    all_configs = configurations(smoke) if configs is None else configs
+    all_configs = configurations(config.smoke) if configs is None else configs
     for ci, cfg in enumerate(all_configs):
         if shard is not None and ci % shard[1] != shard[0]:
             continue
@@ -202,14 +196,15 @@ def run_evaluation(
         summary["index"] = ci
         results["configs"].append({"summary": summary, "rows": rows})
         if shard is not None:  # keep what is done: a shard can be merged while others run
-            _write_shard(results, out, shard, sizes, lm.source, threads, started, lm.dtype)
+            results["meta"] = _meta(sizes, models, env, threads, started, lm.dtype)
+            _write_shard(results, out, shard)
         log(
             f"[{ci + 1}/{len(all_configs)}] {cfg.label}: repeat20={summary['repeat20']} "
             f"rouge={summary['rouge_leak']} pii={summary['pii_found']}/{summary['pii_available']} "
             f"ppl={summary['benign_ppl']:.3f} correct={summary['correct']}/{summary['benign']} "
             f"({elapsed:.0f} s)"
         )
-    results["meta"] = _meta(sizes, lm.source, threads, started, smoke, lm.dtype)
+    results["meta"] = _meta(sizes, models, env, threads, started, lm.dtype)
     out.mkdir(parents=True, exist_ok=True)
     if shard is not None:
         return results
@@ -217,12 +212,18 @@ def run_evaluation(
 
 
 def _meta(
-    sizes: Sizes, model: str, threads: int, started: float, smoke: bool, dtype: str
+    config: Config,
+    models: dict[str, Any],
+    env: dict[str, Any],
+    threads: int,
+    started: float,
+    dtype: str,
 ) -> dict[str, Any]:
     return {
-        "smoke": smoke,
-        "sizes": sizes.__dict__,
-        "model": model,
+        "smoke": config.smoke,
+        "sizes": config.sizes(),
+        "models": models,
+        "environment": env,
         "threads": threads,
         "dtype": dtype,
         "seconds": time.time() - started,
@@ -230,17 +231,7 @@ def _meta(
     }
 
 
-def _write_shard(
-    results: dict[str, Any],
-    out: Path,
-    shard: tuple[int, int],
-    sizes: Sizes,
-    model: str,
-    threads: int,
-    started: float,
-    dtype: str,
-) -> None:
-    results["meta"] = _meta(sizes, model, threads, started, sizes is SMOKE, dtype)
+def _write_shard(results: dict[str, Any], out: Path, shard: tuple[int, int]) -> None:
     folder = out / "shards"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"shard-{shard[0]}-of-{shard[1]}.json"
@@ -250,11 +241,12 @@ def _write_shard(
 
 
 def finish(results: dict[str, Any], out: Path) -> dict[str, Any]:
+    """Order the configurations, add the changes relative to ``none``, write results and report."""
     from evals.pad.report import write_report
 
     results["configs"].sort(key=lambda c: c["summary"]["index"])
     _relative(results)
-    (out / "results.json").write_text(json.dumps(results, indent=1))
+    common.write_results(out, results)
     write_report(results, out)
     return results
 

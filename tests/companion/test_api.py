@@ -132,7 +132,23 @@ def test_body_size_limits(client):
         "/v1/audit/inversion",
         files=[("file", ("states.npy", b"\0" * 10_000, "application/octet-stream"))],
     )
-    assert states.status_code != 413, states.text
+    assert states.status_code == 400, states.text
+    assert "states.npy" in _error(states)["message"] or ".npy" in _error(states)["message"]
+
+
+@pytest.mark.slow
+def test_defenses_route_lists_the_registry(client):
+    """GET /v1/defenses is the registry: names in menu order, defaults, guarantees, knobs."""
+    from companion.decoding.registry import DEFAULT_DEFENSE, DEFENSES, get_defense
+
+    body = client.get("/v1/defenses").json()
+    assert body["default"] == DEFAULT_DEFENSE
+    assert [d["name"] for d in body["data"]] == list(DEFENSES)
+    for entry in body["data"]:
+        defense = get_defense(entry["name"])
+        assert entry["guarantee"]["formal"] is defense.guarantee.formal
+        assert entry["defaults"] == json.loads(json.dumps(defense.defaults()))
+    assert client.get("/healthz").json()["defenses"] == list(DEFENSES)
 
 
 @pytest.mark.slow

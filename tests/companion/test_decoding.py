@@ -7,24 +7,18 @@ import math
 import pytest
 import torch
 
-from companion.decoding.config import (
-    BoundedConfig,
-    CopyAwareConfig,
-    DefenseConfig,
-    PADConfig,
-    StaticNoiseConfig,
-)
-from companion.decoding.processors import (
-    BoundedFusion,
-    CopyAwareProcessor,
+from companion.decoding.base import (
     NoiseLedger,
-    PADProcessor,
-    StaticNoiseProcessor,
     calibrate_sigma,
     clip_l2,
     receipt_epsilon,
     secure_generator,
 )
+from companion.decoding.config import DefenseConfig
+from companion.decoding.defenses.bounded import BoundedConfig, BoundedFusion
+from companion.decoding.defenses.copy_aware import CopyAwareConfig, CopyAwareProcessor
+from companion.decoding.defenses.pad import PADConfig, PADProcessor
+from companion.decoding.defenses.static import StaticNoiseConfig, StaticNoiseProcessor
 from companion.decoding.receipt import build_receipt
 from companion.decoding.screening import RunTracker, pii_spans
 from py_core.errors import InvalidParameterError
@@ -316,3 +310,74 @@ def test_copy_aware_receipt_is_never_called_a_guarantee():
     assert not receipt.formal and not receipt.meaningful
     assert "not a differential-privacy guarantee" in receipt.statement
     assert receipt.to_dict()["gamma"] == pytest.approx(0.1)
+
+
+# ------------------------------------------------------------------------------ registry
+
+
+def test_every_registered_defense_is_one_consistent_entry():
+    """Each registry entry: its name, knobs that are real parameters, JSON-able description."""
+    import json
+
+    from companion.decoding.registry import DEFENSES, all_defenses, get_defense
+
+    for defense in all_defenses():
+        assert get_defense(defense.name) is defense and defense.name in DEFENSES
+        described = json.loads(json.dumps(defense.describe()))
+        fields = set(defense.defaults())
+        for knob in described["knobs"]:
+            assert knob["name"] in fields and knob["help"]
+            assert knob["default"] == described["defaults"][knob["name"]]
+        config = DefenseConfig.from_options(defense.name, {})
+        assert config.defense is defense
+    with pytest.raises(InvalidParameterError, match="unknown defense"):
+        get_defense("nope")
+
+
+@pytest.mark.parametrize("name", ["static", "pad", "copy_aware", "bounded"])
+def test_receipt_formality_comes_from_the_registry(name):
+    """A receipt is formal exactly when its defense's registry guarantee says so."""
+    from companion.decoding.registry import get_defense
+
+    ledger = NoiseLedger(sensitivity=2.0)
+    ledger.record(0, 4.0, ("x",))
+    receipt = build_receipt(DefenseConfig(name), ledger, 1)
+    guarantee = get_defense(name).guarantee
+    assert receipt.formal is guarantee.formal
+    assert guarantee.note in receipt.notes
+
+
+def test_a_new_defense_is_one_module_and_one_registry_line(monkeypatch):
+    """Registering a module makes the defense selectable, buildable and receipted."""
+    import sys
+    import types
+
+    from companion.decoding import registry
+    from companion.decoding.base import BuildContext, Defense, Guarantee
+    from companion.decoding.defenses.static import StaticNoiseConfig, StaticNoiseProcessor
+    from companion.decoding.generate import build_mechanism
+
+    module = types.ModuleType("toy_defense")
+    module.DEFENSE = Defense(  # type: ignore[attr-defined]
+        name="toy",
+        label="Toy",
+        summary="static noise under another name",
+        guarantee=Guarantee(formal=False, relation=None, covers="every token", note="toy"),
+        build=lambda cfg, ctx: StaticNoiseProcessor(
+            cfg, prompt_length=ctx.prompt_length, generator=ctx.generator
+        ),
+        config_type=StaticNoiseConfig,
+    )
+    monkeypatch.setitem(sys.modules, "toy_defense", module)
+    monkeypatch.setitem(registry._MODULES, "toy", "toy_defense")
+    registry.get_defense.cache_clear()
+    try:
+        config = DefenseConfig.from_options("toy", {"sigma": 0.5})
+        ctx = BuildContext(tokenizer=None, context_text="", prompt_length=1, generator=_gen())
+        mechanism = build_mechanism(config, ctx)
+        assert mechanism is not None
+        mechanism.step(torch.tensor([[0]]), _flat_scores(), None)
+        receipt = build_receipt(config, mechanism.ledger, 1)
+        assert receipt.mechanism == "toy" and receipt.notes == ("toy",) and not receipt.formal
+    finally:
+        registry.get_defense.cache_clear()

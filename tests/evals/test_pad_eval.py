@@ -64,7 +64,7 @@ def test_full_run_has_enough_attacks_and_benign_questions_on_distinct_records():
 
 def test_full_configurations_flip_the_copy_penalty_default():
     """The ablations always include copy-aware with the default's copy penalty flipped."""
-    from companion.decoding.config import CopyAwareConfig
+    from companion.decoding.defenses.copy_aware import CopyAwareConfig
 
     flipped = [c for c in configurations(False) if "copy_penalty" in c.params]
     assert len(flipped) == 1

@@ -1,0 +1,16 @@
+"""``GET /v1/defenses``: the decoding defenses from the registry, for clients and the chat page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from companion.decoding.registry import DEFAULT_DEFENSE, all_defenses
+
+router = APIRouter(tags=["chat"])
+
+
+@router.get("/v1/defenses", summary="The decoding defenses: guarantee, defaults and knobs")
+def list_defenses() -> dict[str, Any]:
+    return {"default": DEFAULT_DEFENSE, "data": [d.describe() for d in all_defenses()]}

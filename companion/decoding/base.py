@@ -1,0 +1,275 @@
+"""What every decoding defense shares: the registry entry's shape, the noise ledger, helpers.
+
+A defense is one :class:`Defense` object (in its own module under
+:mod:`companion.decoding.defenses`, listed once in
+:mod:`companion.decoding.registry`): its validated configuration type, how it
+builds its per-answer :class:`Mechanism` (a transformers-style
+``LogitsProcessor`` for single-pass defenses), and the :class:`Guarantee` its
+receipt states, including the neighbouring relation it covers.
+
+Mechanisms write one :class:`StepRecord` per generated token into their
+:class:`NoiseLedger`; the receipt turns the ledger's Gaussian events into
+``(eps, delta)`` with :class:`py_core.accounting.RdpAccountant` -- the one
+accountant interface every receipt in Veil uses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol
+
+import torch
+from transformers import LogitsProcessor
+
+from py_core.accounting import GaussianEvent, RdpAccountant
+from py_core.errors import InvalidParameterError
+
+# Above this epsilon a receipt says in words that the figure is no protection.
+MEANINGFUL_EPSILON = 10.0
+# The delta every defense uses unless its parameters say otherwise.
+DEFAULT_DELTA = 1e-6
+
+
+# ----------------------------------------------------------------------------- ledger
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """What the defense did at one generated token."""
+
+    step: int
+    sigma: float | None  # None: the token was not protected (no noise)
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class NoiseLedger:
+    """The realised noise schedule of one answer."""
+
+    sensitivity: float
+    records: list[StepRecord] = field(default_factory=list)
+
+    def record(self, step: int, sigma: float | None, reasons: Sequence[str] = ()) -> None:
+        self.records.append(StepRecord(step, sigma, tuple(reasons)))
+
+    @property
+    def sigmas(self) -> list[float]:
+        return [r.sigma for r in self.records if r.sigma is not None]
+
+    def events(self) -> list[GaussianEvent]:
+        """One Gaussian event per protected token (noise sigma on sensitivity)."""
+        return [GaussianEvent(s, self.sensitivity) for s in self.sigmas]
+
+    def reason_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self.records:
+            for reason in r.reasons:
+                counts[reason] = counts.get(reason, 0) + 1
+        return counts
+
+
+def receipt_epsilon(ledger: NoiseLedger, delta: float) -> tuple[float, float]:
+    """(epsilon, best order) of the realised noise schedule, by the RDP accountant."""
+    accountant = RdpAccountant().compose_all(ledger.events())
+    eps, order = accountant.get_epsilon_and_order(delta)
+    assert order is not None
+    return eps, order
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def clip_l2(x: torch.Tensor, bound: float) -> torch.Tensor:
+    """``x * min(1, bound / ||x||_2)`` along the last dimension (a new tensor)."""
+    norm = torch.linalg.vector_norm(x.float(), dim=-1, keepdim=True)
+    factor = torch.clamp(bound / norm.clamp_min(1e-12), max=1.0)
+    return x * factor.to(x.dtype)
+
+
+def gaussian(shape: Sequence[int], like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Standard normal noise of ``shape`` from ``generator``, on ``like``'s device and dtype."""
+    noise = torch.randn(tuple(shape), generator=generator, device=generator.device)
+    return noise.to(device=like.device, dtype=like.dtype)
+
+
+def calibrate_sigma(epsilon: float, sensitivity: float, delta: float, steps: int) -> float:
+    """The smallest sigma for which ``steps`` Gaussian releases compose to <= epsilon."""
+    from py_core.accounting import gaussian_rdp_epsilon
+
+    if steps < 1:
+        raise InvalidParameterError(f"steps must be >= 1; got {steps!r}")
+    lo, hi = 1e-6 * sensitivity, 1.0 * sensitivity
+    while gaussian_rdp_epsilon([hi] * steps, sensitivity, delta)[0] > epsilon:
+        hi *= 2.0
+        if hi > 1e12 * sensitivity:
+            raise InvalidParameterError(f"epsilon {epsilon!r} is too small to calibrate")
+    for _ in range(80):
+        mid = math.sqrt(lo * hi)
+        if gaussian_rdp_epsilon([mid] * steps, sensitivity, delta)[0] > epsilon:
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo < 1 + 1e-9:
+            break
+    return hi
+
+
+def secure_generator(device: str = "cpu", seed: int | None = None) -> torch.Generator:
+    """A torch.Generator seeded from ``secrets`` (or from ``seed``, for tests only)."""
+    import secrets
+
+    gen = torch.Generator(device=device)
+    gen.manual_seed(secrets.randbits(63) if seed is None else int(seed))
+    return gen
+
+
+# ------------------------------------------------------------------ the per-answer step
+
+
+class Mechanism(Protocol):
+    """What a defense builds for one answer."""
+
+    ledger: NoiseLedger
+
+    def step(
+        self, input_ids: torch.Tensor, scores: torch.Tensor, public_scores: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The scores to choose the next token from (``public_scores``: two-pass defenses)."""
+        ...
+
+
+class TokenDefense(LogitsProcessor):
+    """Base of the single-pass defenses: the transformers ``LogitsProcessor`` contract.
+
+    ``__call__(input_ids, scores) -> scores``, ``scores`` never modified in
+    place; one sequence at a time; a :class:`NoiseLedger` with one record per
+    token.  :meth:`step` adapts it to the generation loop's :class:`Mechanism`.
+    """
+
+    def __init__(self, prompt_length: int, generator: torch.Generator, sensitivity: float) -> None:
+        if prompt_length < 0:
+            raise InvalidParameterError(f"prompt_length must be >= 0; got {prompt_length!r}")
+        if not isinstance(generator, torch.Generator):
+            raise InvalidParameterError(
+                f"generator must be a torch.Generator; got {type(generator).__name__}"
+            )
+        self.prompt_length = prompt_length
+        self.generator = generator
+        self.ledger = NoiseLedger(sensitivity=sensitivity)
+
+    def _step(self, input_ids: torch.Tensor, scores: torch.Tensor) -> int:
+        if scores.dim() != 2 or scores.shape[0] != 1 or input_ids.shape[0] != 1:
+            raise InvalidParameterError(
+                f"decoding defenses work on one sequence at a time; got scores of shape "
+                f"{tuple(scores.shape)}"
+            )
+        step = int(input_ids.shape[1]) - self.prompt_length
+        if step < 0:
+            raise InvalidParameterError(
+                f"input_ids ({input_ids.shape[1]} tokens) is shorter than the prompt "
+                f"({self.prompt_length}); pass the prompt length of this generation"
+            )
+        return step
+
+    def step(
+        self, input_ids: torch.Tensor, scores: torch.Tensor, public_scores: torch.Tensor | None
+    ) -> torch.Tensor:
+        return self(input_ids, scores)
+
+
+# ---------------------------------------------------------------------- registry entry
+
+
+@dataclass(frozen=True, slots=True)
+class BuildContext:
+    """What a defense may use to build its mechanism for one answer."""
+
+    tokenizer: Any
+    context_text: str
+    prompt_length: int
+    generator: torch.Generator
+    public_ids: Sequence[int] = ()
+    max_tokens: int = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Guarantee:
+    """The privacy statement a defense's receipts make, and on what it rests.
+
+    ``relation`` is the neighbouring relation the bound is stated for (None: no
+    bound); ``covers`` says which tokens it covers ("every token" or "screened
+    tokens"); ``formal`` is whether the figure is a differential-privacy
+    guarantee at all; ``note`` explains why, in plain words, on every receipt.
+    """
+
+    formal: bool
+    relation: str | None
+    covers: str
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class Knob:
+    """A parameter the chat page offers, with its input step and a one-line explanation."""
+
+    name: str
+    step: float
+    help: str
+
+
+@dataclass(frozen=True, slots=True)
+class Defense:
+    """One decoding defense: config, how to build it, what its receipt may claim."""
+
+    name: str
+    label: str
+    summary: str
+    guarantee: Guarantee
+    build: Callable[[Any, BuildContext], Mechanism | None]
+    config_type: type[Any] | None = None
+    two_pass: bool = False  # needs the public (no-context) logits at every token
+    knobs: tuple[Knob, ...] = ()
+
+    def config(self, options: dict[str, Any] | None = None) -> Any:
+        """The validated configuration from a flat dict of knobs (unknown knobs are named)."""
+        options = dict(options or {})
+        if self.config_type is None:
+            if options:
+                raise InvalidParameterError(
+                    f"the defense {self.name!r} takes no parameters; got {sorted(options)}"
+                )
+            return None
+        known = set(self.config_type.__dataclass_fields__)
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise InvalidParameterError(
+                f"unknown parameter(s) {unknown} for defense {self.name!r}; known: {sorted(known)}"
+            )
+        return self.config_type(**options)
+
+    def defaults(self) -> dict[str, Any]:
+        if self.config_type is None:
+            return {}
+        default = self.config_type()
+        return {f.name: getattr(default, f.name) for f in fields(default)}
+
+    def describe(self) -> dict[str, Any]:
+        """The entry as JSON, for the API and the chat page's menu."""
+        defaults = self.defaults()
+        return {
+            "name": self.name,
+            "label": self.label,
+            "summary": self.summary,
+            "two_pass": self.two_pass,
+            "guarantee": self.guarantee.to_dict(),
+            "defaults": defaults,
+            "knobs": [
+                {"name": k.name, "default": defaults[k.name], "step": k.step, "help": k.help}
+                for k in self.knobs
+            ],
+        }

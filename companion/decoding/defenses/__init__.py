@@ -1,0 +1,1 @@
+"""One module per decoding defense; :mod:`companion.decoding.registry` lists them."""
