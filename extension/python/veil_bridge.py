@@ -3,8 +3,10 @@
 The offscreen document calls :func:`handle` with one JSON string
 ``{"op": ..., "args": {...}}`` and gets one JSON string back:
 ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code", "message"}}``.
-Everything here is stateless: RootGuard's state travels in and out with each
-call and is kept by the service worker in ``chrome.storage.local``.
+Everything here is transport: it checks the request's JSON types, calls
+``py_core`` (which decides: :func:`py_core.protect.protect` for a prompt) and
+serialises the answer.  It is stateless: RootGuard's state travels in and out
+with each call and is kept by the service worker in ``chrome.storage.local``.
 
 Randomness: ``py_core`` defaults to :class:`random.SystemRandom`, which in
 Pyodide reads ``crypto.getRandomValues``; nothing here passes a seeded RNG.
@@ -18,14 +20,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from py_core import krr
+from py_core import krr, protect
 from py_core.accounting import krr_composed_epsilon
-from py_core.errors import VeilError
-from py_core.preview import preview as word_preview
+from py_core.errors import SetupRequiredError, VeilError
 from py_core.rootguard import api as rootguard
-from py_core.sanitize import DEFAULT_DELTA, DEFAULT_HEADER, sanitize_prompt
-
-MODES = ("text", "numbers", "both")
+from py_core.sanitize import DEFAULT_DELTA, DEFAULT_HEADER
 
 
 class BridgeError(Exception):
@@ -43,144 +42,58 @@ def reseed() -> None:
     random.seed()
 
 
-def _header(value: Any) -> str | None:
-    if value is None:
-        return DEFAULT_HEADER
-    if not isinstance(value, str):
-        raise BridgeError("bad-request", "header must be text or null")
-    return value or None
-
-
 def _require_rootguard() -> Any:
     return rootguard
 
 
-def _protect_numbers(text: str, rg: dict[str, Any] | None) -> dict[str, Any]:
-    api = _require_rootguard()
-    if not rg or not rg.get("profile") or rg.get("state") is None:
-        raise BridgeError(
-            "rootguard-not-set-up",
-            "numbers mode is on but no RootGuard profile with your values is saved; "
-            "set it up in Veil's options page (RootGuard section)",
-        )
-    return dict(api.protect_text(text, rg["profile"], rg.get("trueValues") or {}, rg["state"]))
-
-
-_RECEIPT_FIELDS = (
-    "epsilon_requested",
-    "epsilon_per_char",
-    "keep_probability",
-    "chars_perturbed",
-    "chars_protected",
-    "epsilon_total_basic",
-    "epsilon_total_composed",
-    "delta",
-    "header_included",
-)
-
-
-def _summary(receipt: Any, *, words: bool) -> dict[str, Any]:
-    """The receipt as JSON; field by field (``dataclasses.asdict`` deep-copies every
-    word and was half the cost of a 20,000-character send in Pyodide)."""
-    out: dict[str, Any] = {name: getattr(receipt, name) for name in _RECEIPT_FIELDS}
-    out["word_count"] = len(receipt.words)
-    if words:
-        out["words"] = [
-            {
-                "start": w.start,
-                "end": w.end,
-                "length": w.length,
-                "survival_probability": w.survival_probability,
-                "epsilon": w.epsilon,
-            }
-            for w in receipt.words
-        ]
-    return out
-
-
-def _original_spans(text: str, replacements: list[Any]) -> list[tuple[int, int]]:
-    """Where RootGuard's replaced values were in the text as typed.
-
-    ``replacements`` give positions in the rewritten text; each shifts what follows by
-    ``len(original) - len(replacement)``.  A span that does not read back as its
-    original value is left out rather than guessed.
-    """
-    out = []
-    shift = 0
-    for r in sorted(replacements, key=lambda r: int(r["start"])):
-        start = int(r["start"]) + shift
-        end = start + len(r["original"])
-        if text[start:end] == r["original"]:
-            out.append((start, end))
-        shift += len(r["original"]) - len(r["replacement"])
-    return out
-
-
-def _word_forecast(text: str, epsilon: float, replacements: list[Any]) -> list[dict[str, Any]]:
-    """Per word of the text as typed: will a restorer recover it from what is sent?
-
-    From :func:`py_core.preview.preview` (calibrated by ``veil eval krr``).  A word
-    that overlaps a value RootGuard replaces is flagged ``rootguard``: what is sent
-    there is the cached noisy value, not a k-RR perturbation of the word.
-    """
-    replaced = _original_spans(text, replacements)
-    out = []
-    for w in word_preview(text, epsilon):
-        item = w.to_dict()
-        item["rootguard"] = any(s < w.end and w.start < e for s, e in replaced)
-        out.append(item)
-    return out
+def _rootguard(value: Any) -> protect.RootGuardSetup | None:
+    """The stored ``{profile, trueValues, state}``; None when RootGuard is not set up."""
+    if not value or not value.get("profile") or value.get("state") is None:
+        return None
+    return protect.RootGuardSetup(
+        profile=value["profile"], state=value["state"], true_values=value.get("trueValues") or {}
+    )
 
 
 def op_sanitize(args: dict[str, Any], *, preview: bool = False) -> dict[str, Any]:
+    """Ops "sanitize" (the send) and "preview" (the popup: full receipt and word forecast)."""
     text = args.get("text")
     if not isinstance(text, str):
         raise BridgeError("bad-request", "text must be a string")
     mode = args.get("mode", "text")
-    if mode not in MODES:
-        raise BridgeError("bad-request", f"mode must be one of {MODES}; got {mode!r}")
-    spans: list[list[int]] = []
-    replacements: list[Any] = []
-    state = None
-    working = text
-    if mode in ("numbers", "both"):
-        protected = _protect_numbers(text, args.get("rootguard"))
-        working = protected["text"]
-        spans = [list(span) for span in protected.get("spans", [])]
-        replacements = list(protected.get("replacements", []))
-        state = protected.get("state")
-    if mode == "numbers":
-        out: dict[str, Any] = {
-            "text": working,
-            "perturbed": working,
-            "receipt": None,
-            "replacements": replacements,
-            "rootguardState": state,
-        }
-        if preview:
-            out["words"] = None  # no k-RR: every word is sent as typed
-        return out
-    # The tight composed bound costs ~95% of the time of a sanitization (it is
-    # exact, from the privacy-loss distribution); the send path skips it and the
-    # extension asks for it right after the send (op "composed_epsilon").
-    compose = preview or bool(args.get("compose", False))
-    result = sanitize_prompt(
-        working,
-        float(args.get("epsilon", 0)),
-        protected_spans=spans,
-        header=_header(args.get("header")),
-        compose=compose,
+    if mode not in protect.MODES:
+        raise BridgeError("bad-request", f"mode must be one of {protect.MODE_NAMES}; got {mode!r}")
+    header = args.get("header")
+    if header is not None and not isinstance(header, str):
+        raise BridgeError("bad-request", "header must be text or null")
+    settings = protect.SiteSettings(
+        mode=mode,
+        epsilon=args.get("epsilon", 0),
+        header=header,
+        rootguard=_rootguard(args.get("rootguard")),
     )
-    out = {
+    try:
+        # The send path skips the tight composed bound (~95% of the time of a
+        # sanitization); the extension asks for it after the send (op "composed_epsilon").
+        result = protect.protect(
+            text, settings, compose=preview or bool(args.get("compose", False)), forecast=preview
+        )
+    except SetupRequiredError as exc:
+        raise BridgeError(
+            "rootguard-not-set-up",
+            f"{exc}; set it up in Veil's options page (RootGuard section)",
+        ) from exc
+    receipt = result.receipt
+    out: dict[str, Any] = {
         "text": result.text,
         "perturbed": result.perturbed,
-        "receipt": _summary(result.receipt, words=preview),
-        "replacements": replacements,
-        "rootguardState": state,
+        "receipt": None if receipt is None else protect.receipt_json(receipt, words=preview),
+        "replacements": list(result.replacements),
+        "rootguardState": result.state,
     }
     if preview:
-        # Only the popup's preview pays for the forecast; the send path never does.
-        out["words"] = _word_forecast(text, result.receipt.epsilon_requested, replacements)
+        # None in numbers mode: no k-RR, every word is sent as typed.
+        out["words"] = None if result.words is None else [w.to_dict() for w in result.words]
     return out
 
 

@@ -176,6 +176,8 @@ def test_explain_matches_krr() -> None:
         ("sanitize", {"text": 3, "epsilon": 1}, "bad-request"),
         ("sanitize", {"text": "a", "epsilon": 1, "mode": "emoji"}, "bad-request"),
         ("sanitize", {"text": "a", "epsilon": -1}, "InvalidParameterError"),
+        ("sanitize", {"text": "a", "epsilon": "3"}, "InvalidParameterError"),
+        ("sanitize", {"text": "a", "epsilon": 1, "header": 3}, "bad-request"),
         ("explain", {"epsilon": "x"}, "InvalidParameterError"),
         ("composed_epsilon", {"n": -1, "epsilon": 1}, "bad-request"),
         ("rootguard_init", {"profile": {"values": {}}, "trueValues": {}}, "invalid-profile"),
@@ -203,13 +205,3 @@ def test_rootguard_init_view_and_reset() -> None:
     assert len(view["ledger"]) == 1
     reset = call("rootguard_reset", profile=profile, trueValues=TRUE, state=init["state"])
     assert len(reset["result"]["ledger"]) == 2
-
-
-def test_receipt_summary_carries_every_receipt_field() -> None:
-    """The hand-written receipt conversion keeps up with py_core's Receipt."""
-    import dataclasses
-
-    from py_core.sanitize import Receipt
-
-    names = {f.name for f in dataclasses.fields(Receipt)} - {"words"}
-    assert names == set(veil_bridge._RECEIPT_FIELDS)
