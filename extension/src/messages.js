@@ -1,9 +1,12 @@
 // One message schema for every part of the extension: {type, target, data}.
 //
 // `target` says who handles it: "background" (the service worker), "offscreen"
-// (the Pyodide core), or "content" (the content script of a tab). Each type has
-// one documented `data` shape, listed here. Replies are {ok: true, data} or
-// {ok: false, error: {code, message}}.
+// (the Pyodide core), or "content" (the content script of a tab). SCHEMA below
+// lists, for each type, who sends it, its `data` keys and its reply's `data`
+// keys (a key ending in "?" may be left out); extension/test/messages.test.mjs
+// checks that every message sent in src/ and every reply of the worker's
+// handlers has exactly these keys. Replies are {ok: true, data} or
+// {ok: false, error: {code, message}}, with a code from errors.js.
 
 export const Target = Object.freeze({
   BACKGROUND: "background",
@@ -12,54 +15,165 @@ export const Target = Object.freeze({
 });
 
 export const Msg = Object.freeze({
-  // content -> background. data: {text, url}. reply data:
-  // {action: "send" | "block" | "send-unprotected", text?, notice, receipt?}
   PROTECT: "protect",
-  // offscreen -> background. data: {state: "booting"|"ready"|"error", ms?, fromSnapshot?, error?}
   CORE_STATUS: "core-status",
-  // background -> offscreen. data: {op, args}. reply data: the op's JSON result.
   CORE_CALL: "core-call",
-  // extension pages -> background. data: {}. reply data: the whole view model.
   GET_STATE: "get-state",
-  // extension pages -> background. data: {siteId, patch: {enabled?, epsilon?, mode?, failOpen?, header?}}
   SET_SITE: "set-site",
-  // extension pages -> background. data: {origin}. (permission already granted by the page)
   ADD_SITE: "add-site",
-  // extension pages -> background. data: {siteId}
   REMOVE_SITE: "remove-site",
-  // extension pages -> background. data: {header: string | null, coreTimeoutMs?, historyLimit?}
   SET_GLOBAL: "set-global",
-  // extension pages -> background. data: {siteId, text}. reply: {text, receipt, replacements}
   PREVIEW: "preview",
-  // extension pages -> background. data: {epsilon}. reply: {epsilon, keepProbability, ...}
   EXPLAIN: "explain",
-  // extension pages -> background. data: {siteId: string | null} (null: every site)
   CLEAR_HISTORY: "clear-history",
-  // extension pages -> background. data: {siteId}. reply data: {siteId, entries: [full entries]}
   GET_HISTORY: "get-history",
-  // extension pages -> background. data: {profile, trueValues}
   ROOTGUARD_SAVE: "rootguard-save",
-  // extension pages -> background. data: {confirm: true, reason}
   ROOTGUARD_RESET: "rootguard-reset",
-  // popup -> content. data: {}. reply data: {text, editorKind} (the draft in the site's editor)
   GET_DRAFT: "get-draft",
+});
+
+// Senders: "content" (the content script), "offscreen" (the offscreen page),
+// "background" (the worker), "pages" (the popup and the options page).
+const SETTINGS = "the whole settings object (settings.js)";
+
+export const SCHEMA = Object.freeze({
+  [Msg.PROTECT]: {
+    from: ["content"],
+    target: Target.BACKGROUND,
+    data: { text: "the prompt as typed", url: "the page's URL (the worker uses sender.url)" },
+    reply: {
+      action: '"send" | "block" | "send-unprotected"',
+      text: "the text to send, or null (send what is in the editor)",
+      notice: "what the page's notice says, or null",
+      protected: "true when `text` is the protected prompt",
+      "receipt?": "the k-RR receipt (null in numbers mode); only when protected",
+    },
+  },
+  [Msg.CORE_STATUS]: {
+    from: ["offscreen"],
+    target: Target.BACKGROUND,
+    data: {
+      state: '"booting" | "ready" | "error"',
+      "ms?": "boot time",
+      "readyAt?": "epoch ms",
+      "documentStartedAt?": "epoch ms",
+      "fromSnapshot?": "restored from the memory snapshot",
+      "python?": "Python's version",
+      "rootguard?": "RootGuard is available",
+      "snapshot?": "what became of the snapshot",
+      "snapshotProblem?": "why a snapshot did not restore",
+      "phases?": "ms per boot phase",
+      "error?": "why the core failed",
+    },
+    reply: {},
+  },
+  [Msg.CORE_CALL]: {
+    from: ["background"],
+    target: Target.OFFSCREEN,
+    data: { op: "a name from core-ops.js", args: "the op's arguments" },
+    // The op's JSON result is the reply's data; the envelope also has `ms`
+    // (time inside Python), on success and failure.
+    reply: null,
+  },
+  [Msg.GET_STATE]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: { "url?": "the popup's tab URL, for `current`", "withRootguard?": "the options page: add RootGuard's view and the default header" },
+    reply: {
+      settings: SETTINGS,
+      coreStatus: "the last core-status, or {state: \"unknown\"}",
+      history: "{siteId: history index}",
+      sites: "[{id, name, hosts, custom, origin?}]",
+      current: "{url, siteId, origin} for data.url, or null",
+      "rootguard?": "{profile, trueValues, hasState, noisy, ledger, describe, events, defaultProfile, error} (withRootguard)",
+      defaultHeader: "py_core's default header (withRootguard), else null",
+      genericAdapter: "the editor adapter of sites people add",
+    },
+  },
+  [Msg.SET_SITE]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: { siteId: "a site id", patch: "{enabled?, epsilon?, mode?, failOpen?, header?}" },
+    reply: { settings: SETTINGS },
+  },
+  [Msg.ADD_SITE]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: { origin: "the origin (permission already granted by the page)", "tabId?": "a tab to inject the content script into now" },
+    reply: { siteId: "the new site's id", settings: SETTINGS },
+  },
+  [Msg.REMOVE_SITE]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: { siteId: "an added site's id (custom:...)" },
+    reply: { settings: SETTINGS },
+  },
+  [Msg.SET_GLOBAL]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: { "header?": "text | null (py_core's default)", "coreTimeoutMs?": "500..60000", "historyLimit?": "1..10000" },
+    reply: { settings: SETTINGS },
+  },
+  [Msg.PREVIEW]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: { siteId: "a site id (its ε, mode and header are used)", text: "the text to preview" },
+    reply: {
+      text: "what would be sent",
+      perturbed: "the perturbed part",
+      receipt: "the k-RR receipt with words, or null (numbers mode)",
+      replacements: "RootGuard's replacements",
+      words: "the per-word forecast, or null (numbers mode)",
+    },
+  },
+  [Msg.EXPLAIN]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: { epsilon: "ε per character" },
+    reply: {
+      epsilonRequested: "ε as asked",
+      epsilonPerChar: "ε as implemented",
+      keepProbability: "p, a character's chance to be kept",
+      changedShare: "1 - p",
+      nameIntact6: "p^6",
+      k: "the alphabet's size",
+    },
+  },
+  [Msg.CLEAR_HISTORY]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: { siteId: "a site id, or null for every site" },
+    reply: { cleared: "the site ids cleared" },
+  },
+  [Msg.GET_HISTORY]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: { siteId: "a site id" },
+    reply: { siteId: "the site id", entries: "the full entries, oldest first" },
+  },
+  [Msg.ROOTGUARD_SAVE]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: { profile: "a RootGuard profile", trueValues: "{root: number}" },
+    reply: { state: "RootGuard's state", noisy: "the cached noisy values", ledger: "its ledger", describe: "the profile described" },
+  },
+  [Msg.ROOTGUARD_RESET]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: { confirm: "must be true", reason: "recorded in the events", "trueValues?": "new true values (before a first draw)" },
+    reply: { state: "RootGuard's state", noisy: "the cached noisy values", ledger: "its ledger", describe: "the profile described" },
+  },
+  [Msg.GET_DRAFT]: {
+    from: ["pages"],
+    target: Target.CONTENT,
+    data: {},
+    reply: { text: "the draft in the site's editor", editorKind: "its kind (editors.js), or null", siteId: "the page's site id" },
+  },
 });
 
 // Types that change settings, spend budget or reveal stored originals: only
 // the extension's own pages may send them.
-export const PRIVILEGED = new Set([
-  Msg.GET_STATE,
-  Msg.SET_SITE,
-  Msg.ADD_SITE,
-  Msg.REMOVE_SITE,
-  Msg.SET_GLOBAL,
-  Msg.PREVIEW,
-  Msg.EXPLAIN,
-  Msg.CLEAR_HISTORY,
-  Msg.GET_HISTORY,
-  Msg.ROOTGUARD_SAVE,
-  Msg.ROOTGUARD_RESET,
-]);
+export const PRIVILEGED = new Set(Object.keys(SCHEMA).filter((type) => SCHEMA[type].from.includes("pages") && SCHEMA[type].target === Target.BACKGROUND));
 
 export function message(type, target, data = {}) {
   return { type, target, data };
