@@ -6,8 +6,9 @@
 
 import { GENERIC_ADAPTER, customSiteId, siteForUrl } from "./sites.js";
 import { editableRoot, editorKind, findEditor, readText, sameText, writeText } from "./editors.js";
-import { Msg, Target, message } from "./messages.js";
+import { Msg, Target, message, ok } from "./messages.js";
 import { normalizeSettings } from "./settings.js";
+import { ext } from "./chrome-api.js";
 
 const NOTICE_TAG = "veil-notice";
 
@@ -18,10 +19,10 @@ function main() {
   let bypass = 0;
   let justWritten = null; // {editor, text, until}: our own protected text on its way out
 
-  chrome.storage.local.get("settings").then(({ settings: stored }) => {
+  ext.storage.local.get("settings").then(({ settings: stored }) => {
     settings = normalizeSettings(stored);
   });
-  chrome.storage.onChanged.addListener((changes, area) => {
+  ext.storage.onChanged((changes, area) => {
     if (area === "local" && changes.settings) settings = normalizeSettings(changes.settings.newValue);
   });
 
@@ -165,7 +166,7 @@ function main() {
     let timer;
     try {
       return await Promise.race([
-        chrome.runtime.sendMessage(message(Msg.PROTECT, Target.BACKGROUND, { text, url: location.href })),
+        ext.runtime.send(message(Msg.PROTECT, Target.BACKGROUND, { text, url: location.href })),
         new Promise((_, reject) => {
           timer = setTimeout(() => reject(new Error(`Veil's service worker did not answer within ${timeout} ms`)), timeout);
         }),
@@ -260,12 +261,12 @@ function main() {
   window.addEventListener("click", onClick, true);
   window.addEventListener("submit", onSubmit, true);
 
-  chrome.runtime.onMessage.addListener((msg, _sender, sendResponse) => {
+  ext.runtime.onMessage((msg, _sender, sendResponse) => {
     if (!msg || msg.target !== Target.CONTENT) return false;
     if (msg.type === Msg.GET_DRAFT) {
       const ad = adapter();
       const editor = ad ? findEditor(ad, null) : null;
-      sendResponse({ ok: true, data: { text: editor ? readText(editor) : "", editorKind: editorKind(editor), siteId: siteId() } });
+      sendResponse(ok({ text: editor ? readText(editor) : "", editorKind: editorKind(editor), siteId: siteId() }));
     }
     return false;
   });

@@ -9,7 +9,10 @@
 
 import { loadPyodide } from "./pyodide/pyodide.mjs";
 import createPyodideModule from "./pyodide/pyodide.asm.mjs";
-import { Msg, Target, message } from "./messages.js";
+import { ext } from "./chrome-api.js";
+import { FILE_OPS, Op } from "./core-ops.js";
+import { ErrorCode } from "./errors.js";
+import { Msg, Target, fail, message } from "./messages.js";
 import { BUILD_ID, SNAPSHOT_FLAG, packSnapshot, snapshots, unpackSnapshot } from "./snapshot-store.js";
 
 // Started by offscreen-early.js while this module and Pyodide's were loading.
@@ -86,12 +89,8 @@ function withTimeout(promise, ms, what) {
 }
 
 function report(data) {
-  chrome.runtime.sendMessage(message(Msg.CORE_STATUS, Target.BACKGROUND, data)).catch(() => {});
+  ext.runtime.send(message(Msg.CORE_STATUS, Target.BACKGROUND, data)).catch(() => {});
 }
-
-// Ops that read py_core's data files (not in the memory snapshot): after a
-// snapshot restore they wait until the bundle is unpacked again.
-const FILE_OPS = new Set(["preview"]);
 
 const BOOT_TIMEOUT_MS = 60000; // loadPyodide can hang forever (e.g. a CSP problem); never wait on it unbounded
 
@@ -123,7 +122,7 @@ async function boot() {
   if (!core) {
     core = await withTimeout(bootCold(zipPromise), BOOT_TIMEOUT_MS, "Pyodide");
   }
-  const ping = JSON.parse(core.handle(JSON.stringify({ op: "ping", args: {} })));
+  const ping = JSON.parse(core.handle(JSON.stringify({ op: Op.PING, args: {} })));
   mark("selfCheck");
   if (!ping.ok) throw new Error(`core self-check failed: ${ping.error.message}`);
   const ms = performance.now() - t0;
@@ -157,11 +156,11 @@ async function boot() {
 const ready = boot();
 ready.catch((err) => report({ state: "error", error: String(err?.message || err) }));
 
-chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
+ext.runtime.onMessage((msg, sender, sendResponse) => {
   if (!msg || msg.target !== Target.OFFSCREEN) return false;
-  if (sender.id !== chrome.runtime.id) return false;
+  if (sender.id !== ext.runtime.id()) return false;
   if (msg.type !== Msg.CORE_CALL) {
-    sendResponse({ ok: false, error: { code: "unknown-type", message: `offscreen cannot handle ${msg.type}` } });
+    sendResponse(fail(ErrorCode.UNKNOWN_TYPE, `offscreen cannot handle ${msg.type}`));
     return false;
   }
   const op = msg.data?.op;
@@ -176,6 +175,6 @@ chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
       const ms = performance.now() - started;
       sendResponse(reply.ok ? { ok: true, data: reply.result, ms } : { ok: false, error: reply.error, ms });
     })
-    .catch((err) => sendResponse({ ok: false, error: { code: "core-unavailable", message: String(err?.message || err) } }));
+    .catch((err) => sendResponse(fail(ErrorCode.CORE_UNAVAILABLE, String(err?.message || err))));
   return true;
 });

@@ -1,9 +1,10 @@
 // The options page: sites, the restoration header, RootGuard's profile and
 // cached values, and the history of originals.
 
+import { ext } from "./chrome-api.js";
 import { Msg } from "./messages.js";
 import { coreStatusText, el, send } from "./page-api.js";
-import { MODES, EPSILON_MAX, EPSILON_MIN } from "./settings.js";
+import { MODES, EPSILON_MAX, EPSILON_MIN, EPSILON_STEP } from "./settings.js";
 import { originMatchPattern, parseCustomOrigin } from "./sites.js";
 
 const $ = (id) => document.getElementById(id);
@@ -50,13 +51,13 @@ function siteRow(site) {
   return el("tr", { "data-site": site.id },
     el("td", {}, el("strong", {}, site.name), el("div", { class: "hint" }, site.hosts.join(", "))),
     el("td", {}, el("input", { type: "checkbox", checked: s.enabled, "aria-label": `protect ${site.name}`, onchange: (e) => patch({ enabled: e.target.checked }) })),
-    el("td", {}, el("input", { type: "number", min: EPSILON_MIN, max: EPSILON_MAX, step: 0.1, value: s.epsilon, style: "width:5em", "aria-label": `epsilon for ${site.name}`, onchange: (e) => patch({ epsilon: Number(e.target.value) }) })),
+    el("td", {}, el("input", { type: "number", min: EPSILON_MIN, max: EPSILON_MAX, step: EPSILON_STEP, value: s.epsilon, style: "width:5em", "aria-label": `epsilon for ${site.name}`, onchange: (e) => patch({ epsilon: Number(e.target.value) }) })),
     el("td", {}, mode),
     el("td", {}, el("label", {}, el("input", { type: "checkbox", checked: s.failOpen, onchange: (e) => patch({ failOpen: e.target.checked }) }), " send unprotected")),
     el("td", {}, header),
     el("td", {}, site.custom ? el("button", { onclick: () => act(async () => {
       await send(Msg.REMOVE_SITE, { siteId: site.id });
-      await chrome.permissions.remove({ origins: [originMatchPattern(site.origin)] }).catch(() => {});
+      await ext.permissions.remove([originMatchPattern(site.origin)]).catch(() => {});
     }) }, "Remove") : ""),
   );
 }
@@ -69,7 +70,7 @@ $("add-site-form").addEventListener("submit", (e) => {
   e.preventDefault();
   act(async () => {
     const origin = parseCustomOrigin($("add-origin").value);
-    const granted = await chrome.permissions.request({ origins: [originMatchPattern(origin)] });
+    const granted = await ext.permissions.request([originMatchPattern(origin)]);
     if (!granted) throw new Error(`Chrome did not grant access to ${origin}, so Veil cannot protect it`);
     await send(Msg.ADD_SITE, { origin });
     $("add-origin").value = "";
@@ -208,7 +209,11 @@ $("rg-json-apply").addEventListener("click", () => {
     showError(new Error(`the profile is not valid JSON: ${err.message}`));
   }
 });
-$("rg-save").addEventListener("click", () => act(() => send(Msg.ROOTGUARD_SAVE, editedRootguard())));
+$("rg-save").addEventListener("click", () =>
+  act(() => {
+    const { profile, trueValues } = editedRootguard();
+    return send(Msg.ROOTGUARD_SAVE, { profile, trueValues });
+  }));
 $("rg-reset").addEventListener("click", () => {
   const sure = confirm(
     "Reset RootGuard's cached values?\n\nEvery noisy value is drawn again. Anyone who saw prompts from before and after the reset " +

@@ -1,9 +1,10 @@
 // Helpers shared by the popup and the options page.
 
+import { ext } from "./chrome-api.js";
 import { Target, message } from "./messages.js";
 
 export async function send(type, data = {}) {
-  const reply = await chrome.runtime.sendMessage(message(type, Target.BACKGROUND, data));
+  const reply = await ext.runtime.send(message(type, Target.BACKGROUND, data));
   if (!reply) throw new Error("Veil's service worker did not answer");
   if (!reply.ok) throw new Error(reply.error?.message || "request failed");
   return reply.data;

@@ -1,11 +1,14 @@
 // The popup: the current site, on/off, ε, mode, what ε means, a preview.
 
+import { ext } from "./chrome-api.js";
 import { Msg, Target, message } from "./messages.js";
 import { forecastCounts, forecastSegments } from "./forecast.js";
 import { coreStatusText, debounce, el, percent, send } from "./page-api.js";
+import { EPSILON_MAX, EPSILON_MIN, EPSILON_STEP } from "./settings.js";
 import { originMatchPattern } from "./sites.js";
 
 const $ = (id) => document.getElementById(id);
+Object.assign($("epsilon"), { min: EPSILON_MIN, max: EPSILON_MAX, step: EPSILON_STEP });
 const SAMPLE = "Patient Maria Keller, 54, reports chest pain since Tuesday; call her at 0176 5551234.";
 
 const params = new URLSearchParams(location.search);
@@ -20,14 +23,14 @@ function showError(err) {
 
 async function currentTab() {
   if (params.get("url")) return { id: Number(params.get("tab")) || null, url: params.get("url") };
-  const [active] = await chrome.tabs.query({ active: true, lastFocusedWindow: true });
+  const [active] = await ext.tabs.query({ active: true, lastFocusedWindow: true });
   return active ? { id: active.id, url: active.url } : { id: null, url: "" };
 }
 
 async function draftText() {
   if (!tab?.id) return "";
   try {
-    const reply = await chrome.tabs.sendMessage(tab.id, message(Msg.GET_DRAFT, Target.CONTENT, {}));
+    const reply = await ext.tabs.send(tab.id, message(Msg.GET_DRAFT, Target.CONTENT, {}));
     return reply?.ok ? reply.data.text : "";
   } catch {
     return "";
@@ -166,7 +169,7 @@ $("add-site").addEventListener("click", async () => {
   try {
     const origin = new URL(tab.url).origin;
     // Chrome asks the person here, at the moment they add the site.
-    const granted = await chrome.permissions.request({ origins: [originMatchPattern(origin)] });
+    const granted = await ext.permissions.request([originMatchPattern(origin)]);
     if (!granted) throw new Error("Chrome did not grant access to this site, so Veil cannot protect it");
     await send(Msg.ADD_SITE, { origin, tabId: tab.id });
     await load();

@@ -1,0 +1,314 @@
+// The worker's message handlers, one per type that targets the background
+// (messages.js documents each `data` and reply), and `dispatch`, which checks
+// the envelope and the sender before a handler runs. Every handler reads and
+// writes chrome.storage through `ext` and keeps nothing in memory.
+
+import { Op } from "../core-ops.js";
+import { ErrorCode, badRequest, errorCode, errorText } from "../errors.js";
+import { Msg, PRIVILEGED, SCHEMA, Target, envelopeError, fail, isExtensionPage, ok } from "../messages.js";
+import { effectiveHeader, patchSite } from "../settings.js";
+import { GENERIC_ADAPTER, customSiteId, parseCustomOrigin } from "../sites.js";
+import { refreshAllBadges } from "./badge.js";
+import { callCore } from "./core-client.js";
+import { appendHistory, clearHistory, finishReceipt, readHistory, readIndexes } from "./history.js";
+import { pageSite, registerSite, siteIdFor, siteList, unregisterSite } from "./sites.js";
+import {
+  ROOTGUARD_LOCK,
+  loadCoreStatus,
+  loadRootguard,
+  loadSettings,
+  rootguardArgs,
+  saveCoreStatus,
+  saveRootguard,
+  updateSettings,
+} from "./storage.js";
+
+/** Run `fn`; an error it throws is the request's fault (a bad value, an unknown site). */
+function refused(fn) {
+  try {
+    return fn();
+  } catch (err) {
+    throw err?.code ? err : badRequest(errorText(err));
+  }
+}
+
+function knownSite(settings, siteId) {
+  const site = settings.sites[siteId];
+  if (!site) throw badRequest(`unknown site ${JSON.stringify(siteId)}`);
+  return site;
+}
+
+// ---------------------------------------------------------------- protect
+
+async function protect(ext, data, sender) {
+  const started = performance.now();
+  const timings = {};
+  const url = sender.url || sender.tab?.url || "";
+  const settings = await loadSettings(ext);
+  const siteId = siteIdFor(url, settings);
+  if (!siteId) return { action: "send", text: null, notice: null, protected: false };
+  const site = settings.sites[siteId];
+  const text = String(data.text ?? "");
+  if (!site.enabled) return { action: "send", text: null, notice: null, protected: false };
+  const base = { original: text, epsilon: site.epsilon, mode: site.mode, url };
+  try {
+    const args = { text, epsilon: site.epsilon, mode: site.mode, header: effectiveHeader(settings, siteId), rootguard: null };
+    const result =
+      site.mode === "text"
+        ? await callCore(ext, Op.SANITIZE, args, settings.coreTimeoutMs, timings)
+        : // RootGuard may draw a root's value the first time it is mentioned; read,
+          // call and store under one lock so two tabs can never draw it twice.
+          await ext.withLock(ROOTGUARD_LOCK, async () => {
+            const stored = await loadRootguard(ext);
+            if (stored?.state) args.rootguard = rootguardArgs(stored);
+            const out = await callCore(ext, Op.SANITIZE, args, settings.coreTimeoutMs, timings);
+            if (out.rootguardState && stored?.state && JSON.stringify(out.rootguardState) !== JSON.stringify(stored.state)) {
+              await saveRootguard(ext, { ...stored, state: out.rootguardState });
+            }
+            return out;
+          });
+    const receipt = result.receipt;
+    const notice = receipt
+      ? `Veil protected this prompt: ε = ${receipt.epsilon_per_char.toFixed(2)} per character, ${receipt.chars_perturbed} characters` +
+        (result.replacements.length ? `, ${result.replacements.length} values from RootGuard's cache` : "")
+      : `Veil replaced ${result.replacements.length} values with RootGuard's cached noisy values`;
+    timings.beforeHistory = performance.now() - started;
+    const id = await appendHistory(ext, siteId, { ...base, status: "protected", sent: result.text, receipt, replacements: result.replacements, timings }, settings.historyLimit);
+    // Not awaited: the reply goes out first. If the worker stops before this
+    // finishes, the entry keeps the basic bound and a null composed bound.
+    finishReceipt(ext, id, receipt, settings.coreTimeoutMs).catch(() => {});
+    return { action: "send", text: result.text, notice, protected: true, receipt };
+  } catch (err) {
+    if (site.failOpen) {
+      const notice = `Veil could not protect this prompt (${errorText(err)}); sent UNPROTECTED as you chose for this site.`;
+      await appendHistory(ext, siteId, { ...base, status: "unprotected", sent: text, notice }, settings.historyLimit);
+      return { action: "send-unprotected", text: null, notice, protected: false };
+    }
+    const notice = `Veil blocked this send: ${errorText(err)}. Your text is still in the box and saved in Veil's history.`;
+    await appendHistory(ext, siteId, { ...base, status: "blocked", sent: null, notice }, settings.historyLimit);
+    return { action: "block", text: null, notice, protected: false };
+  }
+}
+
+// ---------------------------------------------------------------- state for the pages
+
+async function viewRootguard(ext, settings) {
+  const rootguard = await loadRootguard(ext);
+  const timeout = settings.coreTimeoutMs;
+  let view = null;
+  let defaultProfile = null;
+  let error = null;
+  try {
+    if (rootguard?.state) {
+      view = await callCore(ext, Op.ROOTGUARD_VIEW, { profile: rootguard.profile, state: rootguard.state }, timeout);
+    } else if (rootguard?.profile) {
+      view = await callCore(ext, Op.ROOTGUARD_DESCRIBE, { profile: rootguard.profile }, timeout);
+    }
+    defaultProfile = (await callCore(ext, Op.ROOTGUARD_DEFAULT, {}, timeout)).profile;
+    view ??= await callCore(ext, Op.ROOTGUARD_DESCRIBE, { profile: defaultProfile }, timeout);
+  } catch (err) {
+    error = errorText(err);
+  }
+  return {
+    profile: rootguard?.profile ?? null,
+    trueValues: rootguard?.trueValues ?? {},
+    hasState: Boolean(rootguard?.state),
+    noisy: view?.noisy ?? null,
+    ledger: view?.ledger ?? null,
+    describe: view?.describe ?? null,
+    events: rootguard?.events ?? [],
+    defaultProfile,
+    error,
+  };
+}
+
+async function getState(ext, data) {
+  const settings = await loadSettings(ext);
+  const coreStatus = (await loadCoreStatus(ext)) ?? { state: "unknown" };
+  const state = {
+    settings,
+    coreStatus,
+    history: await readIndexes(ext, Object.keys(settings.sites)),
+    sites: siteList(settings),
+    current: data.url ? pageSite(data.url, settings) : null,
+    defaultHeader: null,
+    genericAdapter: GENERIC_ADAPTER,
+  };
+  if (data.withRootguard) {
+    state.rootguard = await viewRootguard(ext, settings);
+    state.defaultHeader = await callCore(ext, Op.PING, {}, settings.coreTimeoutMs).then((p) => p.defaultHeader, () => null);
+  }
+  return state;
+}
+
+// ---------------------------------------------------------------- settings
+
+async function setSite(ext, data) {
+  const settings = await updateSettings(ext, (s) => {
+    const site = knownSite(s, data.siteId);
+    s.sites[data.siteId] = refused(() => patchSite(site, data.patch));
+  });
+  refreshAllBadges(ext).catch(() => {});
+  return { settings };
+}
+
+function integerIn(name, value, lo, hi) {
+  const v = Number(value);
+  if (!Number.isInteger(v) || v < lo || v > hi) throw badRequest(`${name} must be an integer from ${lo} to ${hi}; got ${value}`);
+  return v;
+}
+
+async function setGlobal(ext, data) {
+  const settings = await updateSettings(ext, (s) => {
+    if ("header" in data) {
+      if (data.header !== null && typeof data.header !== "string") throw badRequest("header must be text or null (the default)");
+      s.header = data.header;
+    }
+    if ("coreTimeoutMs" in data) s.coreTimeoutMs = integerIn("coreTimeoutMs", data.coreTimeoutMs, 500, 60000);
+    if ("historyLimit" in data) s.historyLimit = integerIn("historyLimit", data.historyLimit, 1, 10000);
+  });
+  return { settings };
+}
+
+async function addSite(ext, data) {
+  const origin = refused(() => parseCustomOrigin(data.origin));
+  const id = customSiteId(origin);
+  await registerSite(ext, id, origin);
+  const settings = await updateSettings(ext, (s) => {
+    s.custom[id] = { origin, name: new URL(origin).host };
+    s.sites[id] = patchSite(s.sites[id], {});
+  });
+  if (Number.isInteger(data.tabId)) await ext.scripting.inject(data.tabId, ["content.js"]).catch(() => {});
+  return { siteId: id, settings };
+}
+
+async function removeSite(ext, data) {
+  const id = String(data.siteId || "");
+  if (!id.startsWith("custom:")) throw badRequest("only sites you added can be removed; turn a built-in site off instead");
+  await unregisterSite(ext, id);
+  const settings = await updateSettings(ext, (s) => {
+    delete s.custom[id];
+    delete s.sites[id];
+  });
+  return { settings };
+}
+
+// ---------------------------------------------------------------- the core for the pages
+
+async function preview(ext, data) {
+  const settings = await loadSettings(ext);
+  const site = knownSite(settings, data.siteId);
+  const rootguard = site.mode === "text" ? null : rootguardArgs(await loadRootguard(ext));
+  const args = { text: String(data.text ?? ""), epsilon: site.epsilon, mode: site.mode, header: effectiveHeader(settings, data.siteId), rootguard };
+  const result = await callCore(ext, Op.PREVIEW, args, settings.coreTimeoutMs);
+  // A preview never stores anything: RootGuard's state it returns is dropped.
+  delete result.rootguardState;
+  return result;
+}
+
+async function explain(ext, data) {
+  const settings = await loadSettings(ext);
+  return callCore(ext, Op.EXPLAIN, { epsilon: Number(data.epsilon) }, settings.coreTimeoutMs);
+}
+
+// ---------------------------------------------------------------- history
+
+async function clearHistoryOf(ext, data) {
+  const settings = await loadSettings(ext);
+  const ids = data.siteId ? [data.siteId] : Object.keys(settings.sites);
+  await clearHistory(ext, ids);
+  return { cleared: ids };
+}
+
+async function getHistory(ext, data) {
+  knownSite(await loadSettings(ext), data.siteId);
+  return { siteId: data.siteId, entries: await readHistory(ext, data.siteId) };
+}
+
+// ---------------------------------------------------------------- RootGuard
+
+async function rootguardSave(ext, data) {
+  const settings = await loadSettings(ext);
+  return ext.withLock(ROOTGUARD_LOCK, async () => {
+    if ((await loadRootguard(ext))?.state) {
+      throw badRequest('RootGuard already holds cached noisy values; they are never re-drawn. Use "Reset cached values" to start over.');
+    }
+    const trueValues = data.trueValues || {};
+    const result = await callCore(ext, Op.ROOTGUARD_INIT, { profile: data.profile, trueValues }, settings.coreTimeoutMs);
+    const events = [{ ts: Date.now(), event: "initialised", reason: "profile saved" }];
+    await saveRootguard(ext, { profile: data.profile, trueValues, state: result.state, events });
+    return result;
+  });
+}
+
+async function rootguardReset(ext, data) {
+  if (data.confirm !== true) throw badRequest("a reset re-draws every cached noisy value; it needs {confirm: true}");
+  const settings = await loadSettings(ext);
+  return ext.withLock(ROOTGUARD_LOCK, async () => {
+    const rootguard = await loadRootguard(ext);
+    const profile = rootguard?.profile;
+    const trueValues = data.trueValues ?? rootguard?.trueValues ?? {};
+    if (!profile) throw badRequest("there is no RootGuard profile to reset");
+    const result = rootguard?.state
+      ? await callCore(ext, Op.ROOTGUARD_RESET, { profile, trueValues, state: rootguard.state }, settings.coreTimeoutMs)
+      : await callCore(ext, Op.ROOTGUARD_INIT, { profile, trueValues }, settings.coreTimeoutMs);
+    const events = [...(rootguard?.events || []), { ts: Date.now(), event: "reset", reason: String(data.reason || "reset by the person") }];
+    await saveRootguard(ext, { profile, trueValues, state: result.state, events });
+    return result;
+  });
+}
+
+// ---------------------------------------------------------------- the core's status
+
+async function coreStatus(ext, data) {
+  await saveCoreStatus(ext, data);
+  await refreshAllBadges(ext);
+  return {};
+}
+
+// ---------------------------------------------------------------- dispatch
+
+/** The handler of each type that targets the background: (ext, data, sender) -> reply data. */
+export const HANDLERS = Object.freeze({
+  [Msg.PROTECT]: protect,
+  [Msg.CORE_STATUS]: coreStatus,
+  [Msg.GET_STATE]: getState,
+  [Msg.SET_SITE]: setSite,
+  [Msg.SET_GLOBAL]: setGlobal,
+  [Msg.ADD_SITE]: addSite,
+  [Msg.REMOVE_SITE]: removeSite,
+  [Msg.PREVIEW]: preview,
+  [Msg.EXPLAIN]: explain,
+  [Msg.CLEAR_HISTORY]: clearHistoryOf,
+  [Msg.GET_HISTORY]: getHistory,
+  [Msg.ROOTGUARD_SAVE]: rootguardSave,
+  [Msg.ROOTGUARD_RESET]: rootguardReset,
+});
+
+/** Why `sender` may not send `type`, or null when it may. */
+function forbidden(ext, type, sender) {
+  const fromPage = isExtensionPage(sender, ext.runtime.id(), ext.runtime.url(""));
+  if (PRIVILEGED.has(type)) return fromPage ? null : `${type} is accepted only from Veil's own pages`;
+  if (type === Msg.PROTECT) return sender?.id === ext.runtime.id() && sender.tab ? null : "protect is accepted only from Veil's content script";
+  if (type === Msg.CORE_STATUS) return fromPage ? null : "core-status comes only from Veil's offscreen page";
+  return null;
+}
+
+/**
+ * Handle one incoming message: null when it is not for the background (another
+ * listener answers it), else a promise of the reply envelope. Never rejects.
+ */
+export function dispatch(ext, msg, sender) {
+  if (!msg || msg.target !== Target.BACKGROUND) return null;
+  const problem = envelopeError(msg);
+  if (problem) return Promise.resolve(fail(ErrorCode.BAD_MESSAGE, problem));
+  const handler = Object.hasOwn(HANDLERS, msg.type) ? HANDLERS[msg.type] : null;
+  if (!handler || SCHEMA[msg.type]?.target !== Target.BACKGROUND) {
+    return Promise.resolve(fail(ErrorCode.UNKNOWN_TYPE, `unknown message type ${JSON.stringify(msg.type)}`));
+  }
+  const refusal = forbidden(ext, msg.type, sender);
+  if (refusal) return Promise.resolve(fail(ErrorCode.FORBIDDEN, refusal));
+  return Promise.resolve()
+    .then(() => handler(ext, msg.data || {}, sender))
+    .then(ok, (err) => fail(errorCode(err), errorText(err)));
+}
