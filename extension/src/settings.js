@@ -6,7 +6,8 @@
 //   history:<siteId>  [{id, ts, status, epsilon, mode, length}] newest last (a small index)
 //   entry:<id>        {id, ts, siteId, status, original, sent, epsilon, mode, notice, receipt, ...}
 //                     (one key per send, so a send never rewrites the whole history)
-//   rootguard         {profile, trueValues, state, ledger: [...]}  (state: RootGuard's cache)
+//   rootguard         {profile, trueValues, state, events: [{ts, event, reason}]}
+//                     (state: RootGuard's cache, with its ledger inside; events: set-up and resets)
 // chrome.storage.session holds core status: {state, ms, fromSnapshot, error, at}.
 
 import { SITES } from "./sites.js";
