@@ -27,6 +27,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from companion.settings import DTYPES
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dtype",
         default="auto",
-        choices=("auto", "float32", "bfloat16"),
+        choices=DTYPES,
         help="the chat model's precision (auto, the companion's default: bfloat16 where fast)",
     )
     parser.add_argument("--records", type=int, default=60)

@@ -3,8 +3,9 @@
 ``create_app(settings)`` builds the app: the security middleware around
 everything, the error envelope, the routers of :mod:`companion.api`, the chat
 page at ``/`` and its static files.  The lifespan opens the document store,
-loads the sentence embedder and (unless ``preload_model`` is off) the chat
-model, so the first answer does not pay for loading.
+loads the sentence embedder, creates the auditor's job manager and (unless
+``preload_model`` is off) loads the chat model, so the first answer does not
+pay for loading.  Routes reach all of these through :mod:`companion.api.deps`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from companion.api import OPTIONAL_ROUTERS, ROUTERS
 from companion.engine import ModelEngine
 from companion.errors import install_error_handlers
 from companion.security import SecurityMiddleware, ensure_token
-from companion.settings import Settings, get_settings
+from companion.settings import VERSION, Settings, get_settings
 
 STATIC_DIR = Path(__file__).with_name("static")
 
@@ -45,12 +46,18 @@ def _include_routers(app: FastAPI) -> list[str]:
 
 
 def create_app(settings: Settings | None = None, *, embedder: Any = None) -> FastAPI:
-    """Build the companion app; ``embedder`` replaces the MiniLM loader (tests)."""
+    """Build the companion app.
+
+    ``embedder`` replaces the MiniLM loader (tests).  Everything a route uses is
+    reached through :mod:`companion.api.deps`, which tests override with
+    ``app.dependency_overrides``.
+    """
     settings = settings or get_settings()
     token = ensure_token(settings.resolved_token_path())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from companion.audit.jobs import JobManager
         from companion.rag.service import RagService
         from companion.rag.store import DocumentStore
 
@@ -61,6 +68,7 @@ def create_app(settings: Settings | None = None, *, embedder: Any = None) -> Fas
             emb = await asyncio.to_thread(load_embedder, settings.device)
         store = DocumentStore(settings.resolved_store_path())
         app.state.rag = RagService(store=store, embedder=emb)
+        app.state.audit_jobs = JobManager()
         if settings.preload_model:
             await asyncio.to_thread(app.state.engine.load)
         try:
@@ -70,7 +78,7 @@ def create_app(settings: Settings | None = None, *, embedder: Any = None) -> Fas
 
     app = FastAPI(
         title="Veil companion",
-        version="0.1.0",
+        version=VERSION,
         summary="Local RAG chat with privacy-aware decoding; OpenAI-compatible API.",
         lifespan=lifespan,
     )

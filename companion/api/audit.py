@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
@@ -27,12 +26,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from companion.api.deps import AuditJobsDep, SettingsDep
+from companion.audit import PUBLISHED
 from companion.errors import APIError, ErrorCode
 from py_core.errors import VeilError
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
-
-MAX_UPLOAD_BYTES = 64 << 20
 
 
 class InversionBody(BaseModel):
@@ -48,30 +47,12 @@ class InversionBody(BaseModel):
     noisy: bool | None = None
     tolerance: float | None = Field(default=None, gt=0.0)
     max_candidates: int | None = Field(default=None, ge=1)
-    steps: int = Field(default=1000, ge=0, le=100_000)
-    candidates: int = Field(default=2000, ge=1)
-    learning_rate: float = Field(default=0.01, gt=0.0)
+    steps: int = Field(default=PUBLISHED.steps, ge=0, le=100_000)
+    candidates: int = Field(default=PUBLISHED.candidates, ge=1)
+    learning_rate: float = Field(default=PUBLISHED.learning_rate, gt=0.0)
     seed: int | None = None
     key: str | None = None
     allow_setup: bool = True
-
-
-_default_service: Any = None
-_default_lock = threading.Lock()
-
-
-def get_service(request: Request) -> Any:
-    """The app's JobManager (``app.state.audit_jobs``), created on first use."""
-    from companion.audit.jobs import JobManager
-
-    service = getattr(request.app.state, "audit_jobs", None)
-    if service is None:
-        with _default_lock:
-            service = getattr(request.app.state, "audit_jobs", None)
-            if service is None:
-                service = JobManager()
-                request.app.state.audit_jobs = service
-    return service
 
 
 def _bad_request(
@@ -80,7 +61,9 @@ def _bad_request(
     return APIError(status, code, message)
 
 
-async def _read_body(request: Request) -> tuple[InversionBody, bytes | None, str | None]:
+async def _read_body(
+    request: Request, max_upload_bytes: int
+) -> tuple[InversionBody, bytes | None, str | None]:
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
         async with request.form() as form:
@@ -97,9 +80,9 @@ async def _read_body(request: Request) -> tuple[InversionBody, bytes | None, str
                 return body, None, None
             data = await upload.read()
             filename = upload.filename or "upload"
-        if len(data) > MAX_UPLOAD_BYTES:
+        if len(data) > max_upload_bytes:
             raise _bad_request(
-                f"the file is larger than {MAX_UPLOAD_BYTES >> 20} MiB",
+                f"the file is larger than the upload limit of {max_upload_bytes:,} bytes",
                 ErrorCode.PAYLOAD_TOO_LARGE,
                 413,
             )
@@ -163,10 +146,11 @@ def _start(service: Any, body: InversionBody, data: bytes | None, filename: str 
 
 
 @router.post("/inversion", status_code=202)
-async def start_inversion(request: Request) -> JSONResponse:
+async def start_inversion(
+    request: Request, service: AuditJobsDep, settings: SettingsDep
+) -> JSONResponse:
     """Start an inversion job; 202 with its id and where to follow it."""
-    service = get_service(request)
-    body, data, filename = await _read_body(request)
+    body, data, filename = await _read_body(request, settings.max_upload_bytes)
     job = await asyncio.to_thread(_start, service, body, data, filename)
     base = f"/v1/audit/inversion/{job.id}"
     return JSONResponse(
@@ -185,30 +169,32 @@ def _job(service: Any, job_id: str) -> Any:
 
 
 @router.get("/inversion/{job_id}")
-def get_inversion(job_id: str, request: Request) -> dict[str, Any]:
+def get_inversion(job_id: str, service: AuditJobsDep) -> dict[str, Any]:
     """Status of a job and, once done, its result."""
-    return dict(_job(get_service(request), job_id).summary())
+    return dict(_job(service, job_id).summary())
 
 
 @router.delete("/inversion/{job_id}")
-def cancel_inversion(job_id: str, request: Request) -> dict[str, Any]:
+def cancel_inversion(job_id: str, service: AuditJobsDep) -> dict[str, Any]:
     """Ask a queued or running job to stop (it stops at the next position)."""
-    job = _job(get_service(request), job_id)
+    job = _job(service, job_id)
     job.cancel.set()
     return {"id": job.id, "status": job.status, "cancel_requested": True}
 
 
 @router.get("/inversion")
-def list_inversions(request: Request) -> dict[str, Any]:
+def list_inversions(service: AuditJobsDep) -> dict[str, Any]:
     """Jobs kept in memory (without their results)."""
-    jobs = get_service(request).jobs()
+    jobs = service.jobs()
     return {"jobs": [{k: v for k, v in j.summary().items() if k != "result"} for j in jobs]}
 
 
 @router.get("/inversion/{job_id}/events")
-async def inversion_events(job_id: str, request: Request) -> StreamingResponse:
+async def inversion_events(
+    job_id: str, request: Request, service: AuditJobsDep
+) -> StreamingResponse:
     """Progress as server-sent events, ending with a ``done`` or ``error`` event."""
-    job = _job(get_service(request), job_id)
+    job = _job(service, job_id)
     last = request.headers.get("last-event-id")
     start = int(last) + 1 if last and last.isdigit() else 0
 
@@ -240,11 +226,12 @@ async def inversion_events(job_id: str, request: Request) -> StreamingResponse:
 
 
 @router.get("/setup")
-def setup_status(request: Request, model: str | None = None, layer: int = -1) -> dict[str, Any]:
+def setup_status(
+    service: AuditJobsDep, model: str | None = None, layer: int = -1
+) -> dict[str, Any]:
     """Whether the fast path is set up for a model (the first fast job sets it up if not)."""
     from companion.audit.ranker import is_ready, setup_dir
 
-    service = get_service(request)
     try:
         target, _ = service.pool.get(model, layer)
     except VeilError as exc:

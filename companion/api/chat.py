@@ -7,12 +7,13 @@ import secrets
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from companion.api.deps import EngineDep, RagDep, SettingsDep
 from companion.errors import APIError, ErrorCode, envelope
 from companion.protocol import (
     AssistantMessage,
@@ -23,7 +24,11 @@ from companion.protocol import (
     Usage,
     VeilInfo,
 )
+from companion.settings import Settings
 from py_core.errors import VeilError
+
+if TYPE_CHECKING:
+    from companion.rag.service import RagService
 
 router = APIRouter(tags=["chat"])
 
@@ -49,10 +54,9 @@ def citations_for(hits: list[Any]) -> list[Citation]:
 class _Prepared:
     """Everything a generation needs, computed before the model is held."""
 
-    def __init__(self, request: Request, body: ChatCompletionRequest) -> None:
+    def __init__(self, settings: Settings, rag: RagService, body: ChatCompletionRequest) -> None:
         from companion.decoding.config import DefenseConfig
 
-        settings = request.app.state.settings
         self.body = body
         self.max_tokens = (
             body.max_completion_tokens or body.max_tokens or settings.default_max_tokens
@@ -81,7 +85,7 @@ class _Prepared:
         self.hits: list[Any] = []
         if body.collection:
             k = body.retrieval_top_k or settings.retrieval_top_k
-            self.hits = request.app.state.rag.search(body.last_user_text(), body.collection, k)
+            self.hits = rag.search(body.last_user_text(), body.collection, k)
         self.citations = citations_for(self.hits)
         self.messages = [{"role": _role(m.role), "content": m.text()} for m in body.messages]
         self.id = "chatcmpl-" + secrets.token_hex(12)
@@ -124,11 +128,12 @@ def _make_work(engine: Any, prep: _Prepared, result: Any) -> Any:
     response_model=ChatCompletionResponse,
     summary="Chat completion (OpenAI-compatible) with retrieval and a privacy-aware decoding defense",
 )
-async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
+async def chat_completions(
+    body: ChatCompletionRequest, settings: SettingsDep, rag: RagDep, engine: EngineDep
+) -> Any:
     from companion.decoding.generate import GenerationResult
 
-    prep = await run_in_threadpool(_Prepared, request, body)
-    engine = request.app.state.engine
+    prep = await run_in_threadpool(_Prepared, settings, rag, body)
     result = GenerationResult()
     work = _make_work(engine, prep, result)
     if not body.stream:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.concurrency import run_in_threadpool
 
 from companion.api.chat import citations_for
+from companion.api.deps import RagDep
 from companion.errors import APIError, ErrorCode
 from companion.protocol import (
     CollectionOut,
@@ -38,12 +39,11 @@ def _doc(info: Any) -> DocumentOut:
 
 @router.post("/v1/documents", response_model=UploadResponse, summary="Upload and ingest files")
 async def upload_documents(
-    request: Request,
+    rag: RagDep,
     files: Annotated[list[UploadFile], File(description=".txt .md .html .eml .pdf")],
     collection: Annotated[str, Form()] = "default",
 ) -> UploadResponse:
     validate_collection_name(collection)
-    rag = request.app.state.rag
     results = []
     for upload in files:
         name = upload.filename or "upload.txt"
@@ -56,38 +56,38 @@ async def upload_documents(
 
 
 @router.get("/v1/documents", response_model=list[DocumentOut], summary="List documents")
-def list_documents(request: Request, collection: str | None = None) -> list[DocumentOut]:
-    return [_doc(d) for d in request.app.state.rag.store.documents(collection)]
+def list_documents(rag: RagDep, collection: str | None = None) -> list[DocumentOut]:
+    return [_doc(d) for d in rag.store.documents(collection)]
 
 
 @router.get("/v1/documents/{doc_id}", response_model=DocumentOut, summary="One document")
-def get_document(request: Request, doc_id: int) -> DocumentOut:
-    info = request.app.state.rag.store.document(doc_id)
+def get_document(rag: RagDep, doc_id: int) -> DocumentOut:
+    info = rag.store.document(doc_id)
     if info is None:
         raise APIError(404, ErrorCode.NOT_FOUND, f"no document with id {doc_id}")
     return _doc(info)
 
 
 @router.delete("/v1/documents/{doc_id}", summary="Delete a document and its chunks")
-def delete_document(request: Request, doc_id: int) -> dict[str, Any]:
-    if not request.app.state.rag.store.delete_document(doc_id):
+def delete_document(rag: RagDep, doc_id: int) -> dict[str, Any]:
+    if not rag.store.delete_document(doc_id):
         raise APIError(404, ErrorCode.NOT_FOUND, f"no document with id {doc_id}")
     return {"deleted": True, "id": doc_id}
 
 
 @router.get("/v1/collections", response_model=list[CollectionOut], summary="List collections")
-def list_collections(request: Request) -> list[CollectionOut]:
-    return [CollectionOut(**c) for c in request.app.state.rag.store.collections()]
+def list_collections(rag: RagDep) -> list[CollectionOut]:
+    return [CollectionOut(**c) for c in rag.store.collections()]
 
 
 @router.delete("/v1/collections/{name}", summary="Delete a collection and all its documents")
-def delete_collection(request: Request, name: str) -> dict[str, Any]:
-    if not request.app.state.rag.store.delete_collection(name):
+def delete_collection(rag: RagDep, name: str) -> dict[str, Any]:
+    if not rag.store.delete_collection(name):
         raise APIError(404, ErrorCode.NOT_FOUND, f"no collection named {name!r}")
     return {"deleted": True, "name": name}
 
 
 @router.post("/v1/search", response_model=SearchResponse, summary="Top-k chunks for a query")
-def search(request: Request, body: SearchRequest) -> SearchResponse:
-    hits = request.app.state.rag.search(body.query, body.collection, body.top_k)
+def search(rag: RagDep, body: SearchRequest) -> SearchResponse:
+    hits = rag.search(body.query, body.collection, body.top_k)
     return SearchResponse(hits=citations_for(hits))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
+from companion.api.deps import EngineDep, RagDep
 from companion.decoding.registry import DEFENSES
 from companion.protocol import Health
 
@@ -11,14 +12,13 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", response_model=Health, summary="Liveness and what is loaded")
-def healthz(request: Request) -> Health:
-    engine = request.app.state.engine
+def healthz(engine: EngineDep, rag: RagDep) -> Health:
     loaded = engine.loaded
     return Health(
         model=engine.model_id,
         model_loaded=loaded is not None,
         device=loaded.device if loaded is not None else None,
         dtype=loaded.dtype if loaded is not None else None,
-        documents=len(request.app.state.rag.store.documents()),
+        documents=len(rag.store.documents()),
         defenses=list(DEFENSES),
     )

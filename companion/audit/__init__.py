@@ -8,3 +8,18 @@
 
 Heavy imports (torch, transformers) happen in those modules, not here.
 """
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedDefaults:
+    """The published gradient method's knobs: K Adam steps, C candidates, learning rate."""
+
+    steps: int = 1000  # K, Adam steps per position
+    candidates: int = 2000  # C, nearest embeddings verified at commit
+    learning_rate: float = 0.01
+
+
+# The one source of these defaults for the CLI, the API, the service and the evaluation.
+PUBLISHED = PublishedDefaults()

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from companion.audit import PUBLISHED
 from companion.audit.hidden import Prefix, TargetModel
 from companion.audit.ranker import SetupArtifacts
 from py_core.errors import InvalidParameterError
@@ -436,9 +437,9 @@ def _event(result: PositionResult, total: int) -> dict[str, Any]:
 class GradientConfig:
     """The published algorithm's knobs (defaults: the paper's K=1000, C=2000)."""
 
-    steps: int = 1000  # K, Adam steps per position
-    candidates: int = 2000  # C, nearest embeddings verified at commit
-    learning_rate: float = 0.01
+    steps: int = PUBLISHED.steps  # K, Adam steps per position
+    candidates: int = PUBLISHED.candidates  # C, nearest embeddings verified at commit
+    learning_rate: float = PUBLISHED.learning_rate
     tolerance: float = DEFAULT_TOLERANCE
     trace_every: int = 50  # record the true token's rank every this many steps
     seed: int | None = None

@@ -90,7 +90,7 @@ class SetupConfig:
 
 
 def audit_home() -> Path:
-    from companion.models import veil_home
+    from companion.settings import veil_home
 
     return veil_home() / "audit"
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from companion.audit import PUBLISHED
 from companion.audit.hidden import TargetModel
 from companion.audit.inputs import load_states_bytes, load_states_file, validate_states
 from companion.audit.invert import (
@@ -89,9 +90,9 @@ class InversionRequest:
     noisy: bool | None = None  # None: noisy iff sigma > 0
     tolerance: float | None = None  # None: DEFAULT_TOLERANCE
     max_candidates: int | None = None
-    steps: int = 1000
-    candidates: int = 2000
-    learning_rate: float = 0.01
+    steps: int = PUBLISHED.steps
+    candidates: int = PUBLISHED.candidates
+    learning_rate: float = PUBLISHED.learning_rate
     seed: int | None = None
     allow_setup: bool = True
 

@@ -14,6 +14,8 @@ import json
 import sys
 from typing import Any
 
+from companion.audit import PUBLISHED
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -43,9 +45,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     invert.add_argument(
         "--max-candidates", type=int, default=None, help="cap on candidates per position"
     )
-    invert.add_argument("--steps", type=int, default=1000, help="gradient method: Adam steps K")
-    invert.add_argument("--candidates", type=int, default=2000, help="gradient method: C")
-    invert.add_argument("--lr", type=float, default=0.01, help="gradient method: learning rate")
+    invert.add_argument(
+        "--steps", type=int, default=PUBLISHED.steps, help="gradient method: Adam steps K"
+    )
+    invert.add_argument(
+        "--candidates", type=int, default=PUBLISHED.candidates, help="gradient method: C"
+    )
+    invert.add_argument(
+        "--lr", type=float, default=PUBLISHED.learning_rate, help="gradient method: learning rate"
+    )
     invert.add_argument("--seed", type=int, default=None, help="seed (noise, gradient init)")
     invert.add_argument("--json", dest="json_out", help="write the full result as JSON here")
     invert.add_argument(

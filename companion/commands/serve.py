@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from companion.settings import DTYPES
 from py_core.errors import InvalidParameterError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -24,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--dtype",
         default=None,
-        choices=("auto", "float32", "bfloat16"),
+        choices=DTYPES,
         help="compute precision: auto (default; bfloat16 where it is fast), float32, bfloat16",
     )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")

@@ -32,6 +32,9 @@ def audit_app(
     from companion.app import create_app
     from companion.settings import Settings
 
+    from companion.api.deps import get_audit_jobs
+
     app = create_app(Settings(home=home, preload_model=False, **settings), embedder=NoEmbedder())
-    app.state.audit_jobs = JobManager(pool=ModelPool(opener=opener), setup_config=SMALL)
+    jobs = JobManager(pool=ModelPool(opener=opener), setup_config=SMALL)
+    app.dependency_overrides[get_audit_jobs] = lambda: jobs
     return app

@@ -16,9 +16,8 @@ from fastapi.testclient import TestClient
 from companion.app import create_app
 from companion.engine import ModelEngine
 from companion.errors import APIError
-from companion.models import veil_home
 from companion.security import ensure_token
-from companion.settings import VEIL_EXTENSION_ID, Settings
+from companion.settings import VEIL_EXTENSION_ID, Settings, veil_home
 from py_core.errors import StateError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -402,3 +401,43 @@ def test_health_reports_the_chat_models_precision(client):
     assert body["dtype"] == ("bfloat16" if bf16_supported(body["device"]) else "float32")
     param = next(client.app.state.engine.loaded.model.parameters())
     assert str(param.dtype) == f"torch.{body['dtype']}"
+
+
+def test_one_version_string_everywhere():
+    """py_core.__version__ is the version of the package, the API and the extension."""
+    import py_core
+    from companion.settings import VERSION
+
+    package = json.loads((ROOT / "package.json").read_text())
+    assert package["version"] == py_core.__version__ == VERSION
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in pyproject and 'attr = "py_core.__version__"' in pyproject
+    from importlib.metadata import version
+
+    assert version("veil") == py_core.__version__
+
+
+def test_dependencies_come_from_the_lifespan_and_can_be_overridden(tmp_path):
+    """Routes read the RAG service through a dependency that a test can replace."""
+    from companion.api.deps import get_rag
+
+    class FakeStore:
+        def documents(self, collection=None):
+            return ["a", "b", "c"]
+
+    class FakeRag:
+        store = FakeStore()
+
+    app = create_app(Settings(home=tmp_path, preload_model=False), embedder=_ZeroEmbedder())
+    with TestClient(app, base_url=BASE) as test_client:
+        test_client.headers["Authorization"] = f"Bearer {app.state.token}"
+        assert test_client.get("/healthz").json()["documents"] == 0
+        app.dependency_overrides[get_rag] = FakeRag
+        assert test_client.get("/healthz").json()["documents"] == 3
+
+
+class _ZeroEmbedder:
+    def encode(self, texts, **kwargs):
+        import numpy as np
+
+        return np.zeros((len(texts), 384), dtype=np.float32)

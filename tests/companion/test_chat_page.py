@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from companion.models import veil_home
+from companion.settings import veil_home
 
 
 def _free_port() -> int:
