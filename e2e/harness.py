@@ -248,6 +248,25 @@ def wait_for_records(
     )
 
 
+def page_sends(page: Page) -> int:
+    """How many times the fixture page sent (counted in the page as it sends, before the POST)."""
+    return int(page.evaluate("() => window.__sends || 0"))
+
+
+def wait_history(
+    browser: Browser, site_id: str, statuses: list[str], timeout: float = 20.0
+) -> None:
+    """Wait until the site's history holds entries of exactly these statuses, in order."""
+    deadline = time.time() + timeout
+    while True:
+        got = [e["status"] for e in history(browser, site_id)]
+        if got == statuses:
+            return
+        if time.time() > deadline:
+            raise TimeoutError(f"history of {site_id}: {got}, expected {statuses}")
+        time.sleep(0.05)
+
+
 def notice(page: Page) -> tuple[str, str]:
     """(kind, text) of Veil's notice on the page; ('', '') when none is shown."""
     result = page.evaluate(

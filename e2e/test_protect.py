@@ -8,6 +8,8 @@ from e2e.harness import (
     SITE_ID,
     Browser,
     editor_text,
+    history,
+    page_sends,
     type_prompt,
     wait_for_records,
     wait_notice,
@@ -103,6 +105,12 @@ def test_shift_enter_does_not_send(browser: Browser) -> None:
     type_prompt(page, host, "first line")
     page.keyboard.press("Shift+Enter")
     page.keyboard.insert_text("second line")
-    page.wait_for_timeout(500)
-    assert browser.recorder.records() == []
+    # Had Veil taken Shift+Enter for a send it would have stopped the key (no line
+    # break) or, letting it through, the page would have counted a send.
     assert editor_text(page) == "first line\nsecond line"
+    assert page_sends(page) == 0
+    # Then a real send: the first and only one recorded, with both lines in it.
+    page.keyboard.press("Enter")
+    records = wait_for_records(page, browser.recorder)
+    assert len(records) == 1 and page_sends(page) == 1
+    assert [h["original"] for h in history(browser, "chatgpt")] == ["first line\nsecond line"]

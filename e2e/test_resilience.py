@@ -13,9 +13,11 @@ from e2e.harness import (
     Browser,
     editor_text,
     history,
+    page_sends,
     set_range,
     type_prompt,
     wait_for_records,
+    wait_history,
     wait_receipts,
     wait_saved,
 )
@@ -81,7 +83,9 @@ def test_a_broken_core_blocks_the_send(broken_browser: Browser) -> None:
     type_prompt(page, "chatgpt.com", PROMPT)
     page.keyboard.press("Enter")
     page.wait_for_selector("veil-notice[data-kind=blocked]", state="attached", timeout=20000)
-    page.wait_for_timeout(500)
+    # The decision is made and stored: the page's own counter says nothing went out.
+    wait_history(browser, "chatgpt", ["blocked"])
+    assert page_sends(page) == 0
     assert browser.recorder.records() == []
     assert editor_text(page) == PROMPT
     entries = history(browser, "chatgpt")

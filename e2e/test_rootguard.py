@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 from playwright.sync_api import Playwright
 
-from e2e.harness import Browser, history, type_prompt, wait_for_records, wait_saved
+from e2e.harness import (
+    Browser,
+    history,
+    page_sends,
+    type_prompt,
+    wait_for_records,
+    wait_history,
+    wait_saved,
+)
 from e2e.recorder import Recorder
 from py_core.rootguard import api
 
@@ -104,7 +112,9 @@ def test_numbers_mode_without_profile_blocks(browser: Browser) -> None:
     type_prompt(page, "chatgpt.com", PROMPT)
     page.keyboard.press("Enter")
     page.wait_for_selector("veil-notice[data-kind=blocked]", state="attached")
-    page.wait_for_timeout(300)
+    # The decision is made and stored: the page's own counter says nothing went out.
+    wait_history(browser, "chatgpt", ["blocked"])
+    assert page_sends(page) == 0
     assert browser.recorder.records() == []
     text = page.evaluate("() => document.querySelector('veil-notice').shadowRoot.textContent")
     assert "options page" in text
@@ -123,7 +133,8 @@ def test_reset_asks_first_and_records_a_ledger_entry(browser: Browser) -> None:
 
     options.once("dialog", decline)
     options.click("#rg-reset")
-    options.wait_for_timeout(500)
+    # The page marks a declined reset where it returns without asking the worker.
+    options.wait_for_selector("body[data-reset-declined='1']")
     assert "spends privacy budget a second time" in messages[0]
     assert browser.storage()["rootguard"] == before
 

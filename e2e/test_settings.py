@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -121,17 +122,23 @@ def badge(browser: Browser, host: str) -> str:
     )
 
 
+def wait_badge(browser: Browser, host: str, text: str, timeout: float = 10.0) -> None:
+    deadline = time.time() + timeout
+    while (now := badge(browser, host)) != text:
+        if time.time() > deadline:
+            raise TimeoutError(f"the badge says {now!r}, not {text!r}")
+        time.sleep(0.05)
+
+
 def test_badge_shows_the_site_state(browser: Browser) -> None:
     """The toolbar badge says "on" on a protected site and "off" once turned off."""
-    page = browser.open_site(HOST)
-    page.wait_for_timeout(300)
-    assert badge(browser, HOST) == "on"
+    browser.open_site(HOST)
+    wait_badge(browser, HOST, "on")
     popup = browser.popup(HOST)
     before = popup.evaluate("() => document.body.dataset.saved || null")
     popup.uncheck("#enabled")
     wait_saved(popup, before)
-    page.wait_for_timeout(300)
-    assert badge(browser, HOST) == "off"
+    wait_badge(browser, HOST, "off")
 
 
 def test_header_choice_in_options_takes_effect(browser: Browser) -> None:

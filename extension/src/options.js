@@ -219,7 +219,11 @@ $("rg-reset").addEventListener("click", () => {
     "Reset RootGuard's cached values?\n\nEvery noisy value is drawn again. Anyone who saw prompts from before and after the reset " +
       "can combine the two draws, so this spends privacy budget a second time. It is recorded in the ledger.",
   );
-  if (!sure) return;
+  if (!sure) {
+    // A positive signal for tests that nothing was asked of the worker.
+    document.body.dataset.resetDeclined = String(Number(document.body.dataset.resetDeclined || 0) + 1);
+    return;
+  }
   act(() => {
     const { trueValues } = state.rootguard?.hasState ? { trueValues: undefined } : editedRootguard();
     return send(Msg.ROOTGUARD_RESET, { confirm: true, reason: "reset from the options page", trueValues });
