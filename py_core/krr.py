@@ -104,7 +104,7 @@ def epsilon_for_keep_probability(p: float, k: int = K) -> float:
 
 
 def word_survival_probability(length: int, epsilon: float, k: int = K) -> float:
-    """``p^length``: the chance that no character of a word is changed (SPEC's Pr[T0])."""
+    """``p^length``: chance that no character of a word changes (Pr[T0], docs/methods/krr.md)."""
     if isinstance(length, bool) or not isinstance(length, int) or length < 0:
         raise InvalidParameterError(f"length must be an integer >= 0; got {length!r}")
     return keep_probability(epsilon, k) ** length

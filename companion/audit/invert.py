@@ -18,7 +18,7 @@ jump of many orders of magnitude — a self-diagnosis that needs no ground truth
   full-precision search.  Screening only reorders the search; it never decides.
   With ``tolerance=None`` (noisy states) it commits the nearest of the first
   ``max_candidates`` and reports the runners-up.
-* :func:`invert_gradient` is the published method (SPEC §5): a continuous proxy
+* :func:`invert_gradient` is the published method (docs/methods/inversion.md): a continuous proxy
   optimised with Adam on the hidden-state MSE, no projection during the loop, then
   the C nearest embeddings verified, the first match committed or the nearest as
   a fallback.

@@ -1,6 +1,6 @@
 """RootGuard: sanitize each private root value once, derive everything else from it.
 
-SPEC.md §3.  The pieces:
+Method: docs/methods/rootguard.md.  The pieces:
 
 * :mod:`~py_core.rootguard.profile` -- the person's values as data (roots with
   public domains, derived formulas), validated all at once;

@@ -1,7 +1,7 @@
 """Checks of py_core that need nothing but the standard library.
 
 They run twice: under pytest in CPython (tests/py_core/test_core_checks.py) and
-inside Pyodide under Node (tests/pyodide/run_core_checks.mjs), so the browser
+inside Pyodide under Node (tests/pyodide/run_checks.mjs, via checklib.run_all), so the browser
 extension's Python is tested on the interpreter it really runs on.  Every
 function named ``check_*`` is collected by both runners.
 """
