@@ -46,7 +46,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except VeilError as exc:
-        print(f"veil: error: {exc}", file=sys.stderr)
+        # One line, even for errors that list their problems one per line.
+        message = " ".join(line.strip() for line in str(exc).splitlines())
+        print(f"veil: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("veil: interrupted", file=sys.stderr)
