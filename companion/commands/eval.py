@@ -1,11 +1,19 @@
-"""``veil eval NAME``: run one of the evaluations in :mod:`evals`."""
+"""``veil eval NAME``: run one of the evaluations in :mod:`evals`.
+
+Every evaluation follows the contract of :mod:`evals.common`: ``--out`` is
+required, ``--smoke`` picks its smoke configuration, ``--render-only``
+re-renders ``OUT/report.md`` from ``OUT/results.json``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 
-# name -> module in evals/ exposing add_arguments(parser) and run(args) -> int.
+from evals import common
+
+# name -> evaluation package in evals/ (see evals.common.Evaluation).
 EVALUATIONS: dict[str, str] = {
     "inversion": "evals.inversion",
     "rootguard": "evals.rootguard",
@@ -20,5 +28,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for name, module_name in EVALUATIONS.items():
         module = importlib.import_module(module_name)
         sub = names.add_parser(name, help=(module.__doc__ or name).strip().splitlines()[0])
+        common.add_contract_arguments(sub)
         module.add_arguments(sub)
-        sub.set_defaults(func=module.run)
+        sub.set_defaults(func=functools.partial(common.main, module))

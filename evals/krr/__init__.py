@@ -1,48 +1,39 @@
 """What character-level k-RR really hides: restoration vs Pr[T0], utility and baselines.
 
-``veil eval krr --out DIR [--smoke]`` (or ``python -m companion eval krr ...``)
-generates a seeded corpus of e-mails and clinical notes with gold PII spans,
-perturbs it with k-RR at eps in {2, 3, 4, 5, 6, 8} per character, restores it
-with an offline noisy-channel restorer and the local LLM, measures word
-restoration against Pr[T0] = p^L, semantic similarity and a downstream summary,
-compares Presidio masking and word-level metric DP, and writes DIR/README.md,
-DIR/results.json and PNG plots.  The committed full report is docs/krr/,
-regenerated with::
+``veil eval krr --out DIR [--smoke]`` generates a seeded corpus of e-mails and
+clinical notes with gold PII spans, perturbs it with k-RR at eps in
+{2, 3, 4, 5, 6, 8} per character, restores it with an offline noisy-channel
+restorer and the local LLM, measures word restoration against Pr[T0] = p^L,
+semantic similarity and a downstream summary, compares Presidio masking and
+word-level metric DP, and writes DIR/report.md, DIR/results.json and PNG plots
+(the contract of :mod:`evals.common`).  The committed full report is
+docs/krr/report.md, regenerated with::
 
-    python -m companion eval krr --out docs/krr --write-calibration
+    veil eval krr --out docs/krr --write-calibration
 
 ``--write-calibration`` also refreshes py_core/preview_calibration.json (the
-preview's per-word forecast).  ``--smoke`` runs the same pipeline on 12
-documents with two LLM calls per step (CI).
+preview's per-word forecast).  ``SMOKE`` runs the same pipeline on 12 documents
+with two LLM calls per step (CI).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
-import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_arguments", "goal_notes", "run"]
+from evals.krr.config import FULL, SMOKE, Config
 
+__all__ = ["FULL", "SMOKE", "add_arguments", "evaluate", "goal_notes", "render"]
+
+NAME = "krr"
 CALIBRATION_TARGET = Path(__file__).resolve().parents[2] / "py_core" / "preview_calibration.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--out", type=Path, required=True, help="folder for README.md, results.json, plots"
-    )
-    parser.add_argument(
-        "--smoke", action="store_true", help="tiny corpus and a handful of LLM calls (CI)"
-    )
-    parser.add_argument(
-        "--seed", type=int, default=0, help="corpus and perturbation seed (default 0)"
-    )
-    parser.add_argument(
-        "--report-only",
-        action="store_true",
-        help="re-render OUT/README.md and plots from OUT/results.json without re-running",
+        "--seed", type=int, default=None, help="corpus and perturbation seed (default 0)"
     )
     parser.add_argument(
         "--write-calibration",
@@ -51,46 +42,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    from evals.krr.pipeline import Config, run_evaluation
+def evaluate(args: argparse.Namespace, config: Config) -> Path:
+    from evals.common import config_for
+    from evals.krr.pipeline import run_evaluation
     from evals.krr.report import write_report
+    from py_core.errors import InvalidParameterError
 
-    if getattr(args, "report_only", False):
-        import json
-
-        from evals.krr.pipeline import Results
-
-        source = args.out / "results.json"
-        if not source.is_file():
-            print(f"veil: --report-only needs {source} from an earlier run", file=sys.stderr)
-            return 2
-        results = Results.from_dict(json.loads(source.read_text(encoding="utf-8")))
-        results.notes.extend(goal_notes(results))
-        smoke = " --smoke" if results.config.smoke else ""
-        path = write_report(
-            results, args.out, command=f"python -m companion eval krr --out {args.out}{smoke}"
+    if config.smoke and getattr(args, "write_calibration", False):
+        raise InvalidParameterError(
+            "refusing --write-calibration with --smoke (the tiny corpus would ship a poor calibration)"
         )
-        print(f"report: {path}")
-        return 0
-    config = Config.smoke_config(args.seed) if args.smoke else Config.full(args.seed)
-    if args.smoke and args.write_calibration:
-        print(
-            "veil: refusing --write-calibration with --smoke (the tiny corpus would ship a poor calibration)",
-            file=sys.stderr,
-        )
-        return 2
+    config = config_for(args, config, ["seed"])
     results = run_evaluation(
         config, args.out, write_calibration=CALIBRATION_TARGET if args.write_calibration else None
     )
     results.notes.extend(goal_notes(results))
-    command = (
-        "python -m companion eval krr --out " + str(args.out) + (" --smoke" if args.smoke else "")
-    )
-    path = write_report(results, args.out, command=command)
-    print(f"report: {path}")
+    path = write_report(results, args.out)
     for note in results.notes:
         print(f"- {note}")
-    return 0
+    return path
+
+
+def render(out: Path) -> Path:
+    from evals.common import read_results
+    from evals.krr.pipeline import Results
+    from evals.krr.report import write_report
+
+    results = Results.from_dict(read_results(out))
+    results.notes.extend(goal_notes(results))
+    return write_report(results, out)
 
 
 def _find(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import random
 import re
 import statistics
@@ -14,65 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from evals.krr.calibrate import WordOutcome, check, fit
+from evals.krr.config import EPSILONS, LLM_EPSILONS, SUMMARY_EPSILONS, SUMMARY_PROMPT, Config
 from evals.krr.corpus import Word, generate_corpus, words_of
 from evals.krr.metrics import rate_with_ci, restored_flags
 from py_core.krr import implementation, perturb
 from py_core.wordfreq import zipf_frequency
 
-EPSILONS = (2.0, 3.0, 4.0, 5.0, 6.0, 8.0)
-SUMMARY_EPSILONS = (4.0, 6.0, 8.0)
-LLM_EPSILONS = (4.0, 6.0, 8.0)
-SUMMARY_PROMPT = "Summarize the following text in two sentences."
-
-
-@dataclass(frozen=True, slots=True)
-class Config:
-    n_documents: int
-    seed: int
-    epsilons: tuple[float, ...]
-    llm_documents: int
-    llm_snippet_words: int
-    summary_documents: int
-    summary_tokens: int
-    similarity_documents: int
-    metric_dp_epsilons: tuple[float, ...]
-    metric_dp_vocabulary: int
-    calibration_fraction: float
-    smoke: bool
-
-    @classmethod
-    def full(cls, seed: int = 0) -> Config:
-        return cls(
-            n_documents=300,
-            seed=seed,
-            epsilons=EPSILONS,
-            llm_documents=6,
-            llm_snippet_words=30,
-            summary_documents=6,
-            summary_tokens=48,
-            similarity_documents=60,
-            metric_dp_epsilons=(40.0, 60.0, 80.0, 120.0, 160.0, 320.0),
-            metric_dp_vocabulary=15_000,
-            calibration_fraction=2 / 3,
-            smoke=False,
-        )
-
-    @classmethod
-    def smoke_config(cls, seed: int = 0) -> Config:
-        return cls(
-            n_documents=12,
-            seed=seed,
-            epsilons=EPSILONS,
-            llm_documents=1,
-            llm_snippet_words=16,
-            summary_documents=1,
-            summary_tokens=24,
-            similarity_documents=4,
-            metric_dp_epsilons=(80.0, 160.0),
-            metric_dp_vocabulary=2_000,
-            calibration_fraction=2 / 3,
-            smoke=True,
-        )
+__all__ = ["EPSILONS", "Config", "Results", "run_evaluation"]
 
 
 @dataclass
@@ -89,6 +36,8 @@ class Results:
     timings: dict[str, float] = field(default_factory=dict)
     examples: list[dict[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    models: dict[str, Any] = field(default_factory=dict)  # role -> evals.common.model_identity
+    environment: dict[str, Any] = field(default_factory=dict)  # evals.common.environment()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Results:
@@ -200,9 +149,11 @@ def run_evaluation(config: Config, out: Path, *, write_calibration: Path | None 
     import numpy as np
     import torch
 
+    from evals.common import environment, model_identity
+
     torch.set_num_threads(1)
     out.mkdir(parents=True, exist_ok=True)
-    results = Results(config)
+    results = Results(config, environment=environment(device="cpu"))
     t_start = time.perf_counter()
 
     # 1. corpus ---------------------------------------------------------------
@@ -324,11 +275,15 @@ def run_evaluation(config: Config, out: Path, *, write_calibration: Path | None 
         _log(f"wrote the preview calibration to {write_calibration}")
 
     # 4. models -----------------------------------------------------------------
-    from companion.models import load_causal_lm, load_embedder
+    from companion.models import embedder_path, load_causal_lm, load_embedder
 
     t0 = time.perf_counter()
     embedder = load_embedder(device="cpu")
     lm = load_causal_lm(device="cpu")
+    results.models = {
+        "restorer and summariser": model_identity(lm.source),
+        "embedder": model_identity(embedder_path(), name="all-MiniLM-L6-v2"),
+    }
     llm = LocalLLMRestorer(lm, name="SmolLM2-135M-Instruct")
     results.timings["model_load_s"] = time.perf_counter() - t0
 
@@ -554,13 +509,3 @@ def _lenient_flags(doc_words: Sequence[Sequence[Word]], texts: Sequence[str]) ->
 def _clean_llm(text: str) -> str:
     """Drop an echoed "Text:" label the small model sometimes writes first."""
     return re.sub(r"^\s*(restored\s+)?text\s*:\s*", "", text, flags=re.IGNORECASE).strip()
-
-
-def nan_to_none(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: nan_to_none(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [nan_to_none(v) for v in value]
-    return value

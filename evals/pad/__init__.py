@@ -3,7 +3,9 @@
 Runs Zeng-style attacks and benign questions against a synthetic corpus of
 doctor-patient dialogues with planted PII, for every decoding defense, a sweep
 of their main knobs and ablations; writes ``report.md``, ``results.json`` and
-plots to ``--out``.
+plots to ``--out`` (the contract of :mod:`evals.common`).  A full run can be
+split into shards run in parallel (``--shard I/N``) and combined with
+``--merge-shards``.
 """
 
 from __future__ import annotations
@@ -11,15 +13,23 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from evals.pad.config import FULL, SMOKE, Config
+
+__all__ = ["FULL", "SMOKE", "add_arguments", "evaluate", "render"]
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--smoke", action="store_true", help="tiny run for CI (about 2 min)")
-    parser.add_argument("--out", type=Path, default=None, help="report folder")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument(
-        "--shard", default=None, help="I/N: run every N-th configuration from I (parallel runs)"
+        "--shard",
+        default=None,
+        help="I/N: run every N-th configuration from I into OUT/shards/ (parallel runs)",
     )
-    parser.add_argument("--merge", action="store_true", help="merge shard results into a report")
+    parser.add_argument(
+        "--merge-shards",
+        action="store_true",
+        help="combine OUT/shards/*.json into OUT/results.json and the report",
+    )
     parser.add_argument(
         "--dtype",
         default="auto",
@@ -28,15 +38,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def evaluate(args: argparse.Namespace, config: Config) -> Path:
+    from evals.common import REPORT
     from evals.pad.runner import merge_shards, run_evaluation
     from py_core.errors import InvalidParameterError
 
-    out = args.out or Path("docs/pad" if not args.smoke else "build/pad-smoke")
-    if args.merge:
+    out = Path(args.out)
+    if args.merge_shards:
         merge_shards(out)
-        print(f"report: {out / 'report.md'}")
-        return 0
+        return out / REPORT
     shard = None
     if args.shard:
         try:
@@ -46,8 +56,14 @@ def run(args: argparse.Namespace) -> int:
         if not 0 <= i < n:
             raise InvalidParameterError(f"--shard {args.shard!r}: need 0 <= I < N")
         shard = (i, n)
-    run_evaluation(args.smoke, out, threads=args.threads, shard=shard, dtype=args.dtype)
+    run_evaluation(config, out, threads=args.threads, shard=shard, dtype=args.dtype)
     if shard is not None:
-        return 0
-    print(f"report: {out / 'report.md'}")
-    return 0
+        return out / "shards" / f"shard-{shard[0]}-of-{shard[1]}.json"
+    return out / REPORT
+
+
+def render(out: Path) -> Path:
+    from evals.common import read_results
+    from evals.pad.report import write_report
+
+    return write_report(read_results(out), out)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import math
@@ -226,19 +225,21 @@ def test_shipped_wordfreq_table_is_reproducible(tmp_path) -> None:
     assert gzip.decompress(rebuilt.read_bytes()) == shipped
 
 
-def test_smoke_refuses_to_write_calibration(capsys) -> None:
-    """--smoke with --write-calibration is refused before any work."""
-    from evals import krr
+def test_smoke_refuses_to_write_calibration(capsys, tmp_path) -> None:
+    """--smoke with --write-calibration is refused (exit 2) before any work."""
+    from companion.cli import main
 
-    args = argparse.Namespace(out=None, smoke=True, seed=0, write_calibration=True)
-    assert krr.run(args) == 2
+    argv = ["eval", "krr", "--smoke", "--write-calibration", "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
     assert "refusing" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_eval_registered_in_cli() -> None:
-    """`veil eval krr` is registered and documents its options."""
+    """`veil eval krr` is registered and runs through the common contract."""
     from companion.cli import build_parser
+    from evals import common, krr
 
     args = build_parser().parse_args(["eval", "krr", "--out", "x", "--smoke"])
-    assert args.smoke and args.func is __import__("evals.krr", fromlist=["run"]).run
+    assert args.smoke and args.func.func is common.main and args.func.args == (krr,)
     assert EPSILONS == (2.0, 3.0, 4.0, 5.0, 6.0, 8.0)
