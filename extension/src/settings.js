@@ -11,17 +11,25 @@
 // chrome.storage.session holds core status: {state, ms, fromSnapshot, error, at}.
 
 import { SITES } from "./sites.js";
+// The modes, the ε limits and the header's meanings are py_core's (py_core/protect.py
+// reads the same file); esbuild inlines it into the bundle.
+import CORE from "../../py_core/site_settings.json" with { type: "json" };
 
 export const SCHEMA = 1;
-export const MODES = Object.freeze(["text", "numbers", "both"]);
-export const EPSILON_MIN = 0.5;
-export const EPSILON_MAX = 11;
-export const DEFAULT_EPSILON = 5;
+export const MODES = Object.freeze(Object.keys(CORE.modes));
+export const DEFAULT_MODE = CORE.default_mode;
+export const EPSILON_MIN = CORE.epsilon.min;
+export const EPSILON_MAX = CORE.epsilon.max;
+export const EPSILON_STEP = CORE.epsilon.step;
+export const DEFAULT_EPSILON = CORE.epsilon.default;
+/** Header settings with a meaning of their own; any other text is sent as given. */
+export const HEADER_DEFAULT = CORE.header.default; // py_core's DEFAULT_HEADER
+export const HEADER_NONE = CORE.header.none; // no header
 
 export const DEFAULT_SITE = Object.freeze({
   enabled: true,
   epsilon: DEFAULT_EPSILON,
-  mode: "text",
+  mode: DEFAULT_MODE,
   failOpen: false, // "send unprotected" when the core is unavailable
   header: null, // null: the global header
 });
@@ -31,7 +39,7 @@ export function defaultSettings() {
   for (const site of SITES) sites[site.id] = { ...DEFAULT_SITE };
   return {
     schema: SCHEMA,
-    header: null, // null: py_core's DEFAULT_HEADER; "": no header; else custom text
+    header: HEADER_DEFAULT, // HEADER_DEFAULT: py_core's DEFAULT_HEADER; HEADER_NONE: none; else custom
     coreTimeoutMs: 6000,
     historyLimit: 200,
     sites,
@@ -97,7 +105,7 @@ export function entryKey(id) {
   return `entry:${id}`;
 }
 
-/** The header a site sends: its own, else the global one; null means py_core's default. */
+/** The header setting a site sends: its own, else the global one (py_core resolves it). */
 export function effectiveHeader(settings, siteId) {
   const own = settings.sites[siteId]?.header;
   if (own !== null && own !== undefined) return own;
