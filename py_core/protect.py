@@ -188,7 +188,7 @@ class SiteSettings:
     rootguard: RootGuardSetup | None = None  # needed by the modes that run RootGuard
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
+        if self.mode not in MODE_NAMES:  # a tuple: an unhashable value is refused too
             raise InvalidParameterError(f"mode must be one of {MODE_NAMES}; got {self.mode!r}")
         object.__setattr__(self, "epsilon", krr.validate_epsilon(self.epsilon))
         header_text(self.header)

@@ -61,7 +61,7 @@ def op_sanitize(args: dict[str, Any], *, preview: bool = False) -> dict[str, Any
     if not isinstance(text, str):
         raise BridgeError("bad-request", "text must be a string")
     mode = args.get("mode", "text")
-    if mode not in protect.MODES:
+    if mode not in protect.MODE_NAMES:
         raise BridgeError("bad-request", f"mode must be one of {protect.MODE_NAMES}; got {mode!r}")
     header = args.get("header")
     if header is not None and not isinstance(header, str):

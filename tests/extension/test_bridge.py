@@ -175,6 +175,7 @@ def test_explain_matches_krr() -> None:
         ("nope", {}, "unknown-op"),
         ("sanitize", {"text": 3, "epsilon": 1}, "bad-request"),
         ("sanitize", {"text": "a", "epsilon": 1, "mode": "emoji"}, "bad-request"),
+        ("sanitize", {"text": "a", "epsilon": 1, "mode": ["text"]}, "bad-request"),
         ("sanitize", {"text": "a", "epsilon": -1}, "InvalidParameterError"),
         ("sanitize", {"text": "a", "epsilon": "3"}, "InvalidParameterError"),
         ("sanitize", {"text": "a", "epsilon": 1, "header": 3}, "bad-request"),

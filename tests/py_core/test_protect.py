@@ -80,6 +80,7 @@ def test_header_setting_meanings(setting: str | None, sent: str | None) -> None:
     [
         ({"mode": "emoji"}, "'emoji'"),
         ({"mode": None}, "None"),
+        ({"mode": ["text"]}, "['text']"),
         ({"epsilon": -1}, "-1"),
         ({"epsilon": math.nan}, "nan"),
         ({"epsilon": "3"}, "'3'"),
