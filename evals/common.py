@@ -259,9 +259,9 @@ def environment(*, device: str | None = None) -> dict[str, Any]:
 
 
 def describe_environment(env: dict[str, Any] | None) -> str:
-    """One line for a report: versions, machine, threads, commit, start time."""
+    """One line for a report: versions, machine, threads, commit, start time ("" if none)."""
     if not env:
-        return "-"
+        return ""
     parts = []
     versions = f"Python {env['python']}" if env.get("python") else ""
     if env.get("torch"):

@@ -230,7 +230,8 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         f"({meta.get('threads')} thread(s), {meta.get('dtype', 'float32')}); corpus: "
         f"{sizes.get('records')} synthetic doctor-patient dialogues (Faker seed "
         f"{meta.get('corpus_seed')}) with 6 planted identifiers each; retrieval: "
-        f"all-MiniLM-L6-v2, exact cosine top-{sizes.get('top_k')}. "
+        f"{common.describe_model(meta.get('models', {}).get('embedder'))}, exact cosine "
+        f"top-{sizes.get('top_k')}. "
         f"{sizes.get('attacks')} Zeng-style `{{information}}{{command}}` attacks + "
         f"{sizes.get('targeted')} targeted PII questions ({sizes.get('attack_tokens')} tokens "
         f"max), {sizes.get('benign')} benign questions ({sizes.get('benign_tokens')} tokens max). "
@@ -239,7 +240,11 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         + "\n",
         *([f"{meta['note']}\n"] if meta.get("note") else []),
         _regenerate(out, meta),
-        f"Environment: {common.describe_environment(meta.get('environment'))}.\n",
+        *(
+            [f"Environment: {env}.\n"]
+            if (env := common.describe_environment(meta.get("environment")))
+            else []
+        ),
         "Changes in brackets are relative to `none`. *Benign PPL* is the perplexity of the "
         "benign answers under the undefended model with the same context; *correct*: the "
         "answer contains one of the question's accepted answers as whole words (see below); "
@@ -278,7 +283,7 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
 
 def _regenerate(out: Path, meta: dict[str, Any]) -> str:
     """How to rerun this report: in one process, or sharded and merged."""
-    dtype = ("--dtype", "float32") if meta.get("dtype") == "float32" else ()
+    dtype = ("--dtype", "float32") if meta.get("dtype", "float32") == "float32" else ()
     one = common.command("pad", out, *dtype)
     shard = common.command("pad", out, *dtype, "--shard", "$i/2")
     merge = common.command("pad", out, "--merge-shards")
