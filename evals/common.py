@@ -205,12 +205,11 @@ def model_identity(path: str | Path, *, name: str | None = None) -> dict[str, st
         files = [p]
     else:
         raise InvalidParameterError(f"no model at {p.name!r}")
-    digest = hashlib.sha256()
-    for f in files:
-        stat = f.stat()
-        digest.update(bytes.fromhex(_sha256(str(f.resolve()), stat.st_size, stat.st_mtime_ns)))
-    sha = digest.hexdigest() if len(files) > 1 else _sha256_of(files[0])
-    return {"name": name or p.name, "sha256": sha}
+    hashes = [_sha256_of(f) for f in files]
+    if len(hashes) == 1:
+        return {"name": name or p.name, "sha256": hashes[0]}
+    combined = hashlib.sha256(b"".join(bytes.fromhex(h) for h in hashes)).hexdigest()
+    return {"name": name or p.name, "sha256": combined}
 
 
 def _sha256_of(path: Path) -> str:
