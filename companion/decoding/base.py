@@ -234,6 +234,23 @@ class Defense:
     config_type: type[Any] | None = None
     two_pass: bool = False  # needs the public (no-context) logits at every token
     knobs: tuple[Knob, ...] = ()
+    # For a formal defense: the privacy events of the worst case it is calibrated for
+    # (an answer of ``max_tokens`` tokens), known before generation.  This is the
+    # guarantee; it is also what a document's lifetime budget is charged.
+    calibrated: Callable[[Any, int], list[GaussianEvent]] | None = None
+
+    def calibrated_events(self, config: Any, max_tokens: int) -> list[GaussianEvent]:
+        """The events an answer of up to ``max_tokens`` tokens may cost ([] if not formal)."""
+        if not self.guarantee.formal or self.calibrated is None:
+            return []
+        return self.calibrated(config, max_tokens)
+
+    def calibrated_epsilon(self, config: Any, max_tokens: int) -> float | None:
+        """The (epsilon at the config's delta) of :meth:`calibrated_events`, or None if not formal."""
+        events = self.calibrated_events(config, max_tokens)
+        if not events:
+            return None
+        return RdpAccountant().compose_all(events).get_epsilon(config.delta)
 
     def config(self, options: dict[str, Any] | None = None) -> Any:
         """The validated configuration from a flat dict of knobs (unknown knobs are named)."""

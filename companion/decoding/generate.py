@@ -3,7 +3,8 @@
 One loop serves every defense in :mod:`companion.decoding.registry`: it builds
 the defense's per-answer mechanism and asks it for the scores of each step;
 for a two-pass defense (``bounded``) it also runs the public pass (the prompt
-without the retrieved context) batched with the private one.  The loop yields text deltas as they become printable, so the API can
+without the retrieved context) on its own, so its logits never depend on the
+private context.  The loop yields text deltas as they become printable, so the API can
 stream them, and ends with a :class:`~companion.decoding.receipt.Receipt`.
 """
 
@@ -49,56 +50,55 @@ def build_mechanism(config: DefenseConfig, ctx: BuildContext) -> Mechanism | Non
     return config.defense.build(config.params, ctx)
 
 
-class _PairedPasses:
-    """The private and the public prompt decoded together as a left-padded batch of two.
+class _Pass:
+    """One prompt decoded with its own KV cache, batch of one, never padded."""
 
-    One forward pass per token serves both, so the two-pass mechanism costs
-    far less than twice a single pass on hardware that is memory-bound at
-    batch size one.
-    """
-
-    def __init__(self, model: Any, private: list[int], public: list[int], device: Any) -> None:
+    def __init__(self, model: Any, prompt: list[int], device: Any) -> None:
         self.model = model
-        width = max(len(private), len(public))
-        rows, mask = [], []
-        for seq in (private, public):
-            pad = width - len(seq)
-            rows.append([0] * pad + seq)
-            mask.append([0] * pad + [1] * len(seq))
-        self.mask = torch.tensor(mask, dtype=torch.long, device=device)
-        positions = (self.mask.cumsum(-1) - 1).clamp_min(0)
+        self.device = device
         fwd = model(
-            input_ids=torch.tensor(rows, dtype=torch.long, device=device),
-            attention_mask=self.mask,
-            position_ids=positions,
+            input_ids=torch.tensor([prompt], dtype=torch.long, device=device),
             use_cache=True,
             logits_to_keep=1,
         )
         self.cache = fwd.cache
-        self.positions = positions[:, -1:]
-        self._logits = fwd.logits[:, -1, :].float()
-
-    @property
-    def private_logits(self) -> torch.Tensor:
-        return self._logits[0:1]
-
-    @property
-    def public_logits(self) -> torch.Tensor:
-        return self._logits[1:2]
+        self.logits = fwd.logits[:, -1, :].float()
 
     def step(self, token: int) -> None:
-        device = self.mask.device
-        self.mask = torch.cat([self.mask, torch.ones(2, 1, dtype=torch.long, device=device)], 1)
-        self.positions = self.positions + 1
         fwd = self.model(
-            input_ids=torch.tensor([[token], [token]], dtype=torch.long, device=device),
-            attention_mask=self.mask,
-            position_ids=self.positions,
+            input_ids=torch.tensor([[token]], dtype=torch.long, device=self.device),
             cache=self.cache,
             use_cache=True,
         )
         self.cache = fwd.cache
-        self._logits = fwd.logits[:, -1, :].float()
+        self.logits = fwd.logits[:, -1, :].float()
+
+
+class _TwoPasses:
+    """The private prompt and the public one (no retrieved context), decoded separately.
+
+    The public pass must be a function of public data only, bit for bit: batching
+    it with the private row would left-pad it to a width set by the retrieved
+    context, and in bfloat16 that padding moved the public logits by up to 0.67
+    and changed the public top-k.  So each pass runs alone at batch size one,
+    with shapes that depend only on its own prompt.
+    """
+
+    def __init__(self, model: Any, private: list[int], public: list[int], device: Any) -> None:
+        self.public = _Pass(model, public, device)
+        self.private = _Pass(model, private, device)
+
+    @property
+    def private_logits(self) -> torch.Tensor:
+        return self.private.logits
+
+    @property
+    def public_logits(self) -> torch.Tensor:
+        return self.public.logits
+
+    def step(self, token: int) -> None:
+        self.public.step(token)
+        self.private.step(token)
 
 
 def _choose(scores: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
@@ -150,12 +150,12 @@ def generate_tokens(
             max_tokens=max_new_tokens,
         ),
     )
-    pair: _PairedPasses | None = None
+    pair: _TwoPasses | None = None
     with torch.inference_mode():
         if defense_entry.two_pass:
             if public_prompt_ids is None:
                 raise InvalidParameterError(f"the {defense.name} defense needs the public prompt")
-            pair = _PairedPasses(model, list(prompt_ids), list(public_prompt_ids), device)
+            pair = _TwoPasses(model, list(prompt_ids), list(public_prompt_ids), device)
             past, logits = None, pair.private_logits
         else:
             fwd = model(input_ids=ids, use_cache=True, logits_to_keep=1)
@@ -208,7 +208,7 @@ def generate_tokens(
     out.token_ids = generated
     ledger = mechanism.ledger if mechanism is not None else None
     steps = len(ledger.records) if ledger is not None else len(generated)
-    out.receipt = build_receipt(defense, ledger, steps)
+    out.receipt = build_receipt(defense, ledger, steps, max_new_tokens)
 
 
 def generate_text(

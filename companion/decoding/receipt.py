@@ -22,17 +22,35 @@ from companion.decoding.config import DefenseConfig
 
 @dataclass(frozen=True, slots=True)
 class Receipt:
+    """What one answer's defense did and what that is worth, in numbers and in words.
+
+    ``epsilon`` is set only for a formal defense, and it is the guarantee: the
+    epsilon calibrated before generation for the longest answer allowed
+    (``max_tokens``).  ``epsilon_spent`` is the same accounting over the tokens
+    this answer really has -- after the fact, not a guarantee (the length depends
+    on the documents).  A defense without a guarantee gets ``epsilon = None`` and,
+    if it added noise, a ``nominal_epsilon`` of its realised noise schedule,
+    labelled as such.  ``headline`` is the receipt's first line.
+    """
+
     mechanism: str
+    label: str
     params: dict[str, Any]
-    epsilon: float | None
+    formal: bool  # is there a differential-privacy guarantee at all
+    relation: str | None  # the neighbouring relation it is stated for
+    epsilon: float | None  # the guarantee (formal only): calibrated for max_tokens
     delta: float | None
+    epsilon_spent: float | None  # formal only: this answer's tokens, after the fact
+    nominal_epsilon: float | None  # not formal: the realised schedule's figure, no guarantee
+    noise_added: bool
     gamma: float
     protected_tokens: int
     total_tokens: int
+    max_tokens: int
     sensitivity: float | None
     best_order: float | None
-    formal: bool  # does the mechanism have a DP guarantee at all (under its stated scope)
     meaningful: bool  # formal and epsilon <= MEANINGFUL_EPSILON
+    headline: str
     statement: str
     screened: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
@@ -40,82 +58,124 @@ class Receipt:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["notes"] = list(self.notes)
-        eps = data["epsilon"]
-        if eps is not None and not math.isfinite(eps):
-            data["epsilon"] = None
-            data["epsilon_text"] = "infinite"
-        else:
-            data["epsilon_text"] = None if eps is None else f"{eps:.4g}"
+        for key in ("epsilon", "epsilon_spent", "nominal_epsilon"):
+            value = data[key]
+            if value is not None and not math.isfinite(value):
+                data[key] = None
+                data[key + "_text"] = "infinite"
+            else:
+                data[key + "_text"] = None if value is None else f"{value:.4g}"
         return data
 
 
 def _fmt(eps: float) -> str:
+    if not math.isfinite(eps):
+        return "infinite"
     return f"{eps:.3g}" if eps < 1e4 else f"{eps:.1e}"
 
 
-def build_receipt(config: DefenseConfig, ledger: NoiseLedger | None, total_tokens: int) -> Receipt:
-    """The receipt for one answer generated under ``config`` with this noise ledger."""
-    guarantee = config.defense.guarantee
+def build_receipt(
+    config: DefenseConfig,
+    ledger: NoiseLedger | None,
+    total_tokens: int,
+    max_tokens: int | None = None,
+) -> Receipt:
+    """The receipt for one answer generated under ``config`` with this noise ledger.
+
+    ``max_tokens`` is the longest answer the generation allowed (what a formal
+    defense is calibrated for); it defaults to ``total_tokens``.
+    """
+    defense = config.defense
+    guarantee = defense.guarantee
+    limit = max(max_tokens if max_tokens is not None else total_tokens, total_tokens, 1)
+    params = config.to_dict()["params"]
     if ledger is None:  # the defense built no mechanism: nothing was protected
         return Receipt(
             mechanism=config.name,
+            label=defense.label,
             params={},
+            formal=False,
+            relation=None,
             epsilon=None,
             delta=None,
+            epsilon_spent=None,
+            nominal_epsilon=None,
+            noise_added=False,
             gamma=0.0,
             protected_tokens=0,
             total_tokens=total_tokens,
+            max_tokens=limit,
             sensitivity=None,
             best_order=None,
-            formal=False,
             meaningful=False,
+            headline=f"{defense.label}: no protection",
             statement="No defense: this answer carries no privacy protection or guarantee.",
         )
-    params = config.to_dict()["params"]
     delta = float(params["delta"])
     protected = len(ledger.sigmas)
     gamma = protected / total_tokens if total_tokens else 0.0
-    eps, order = receipt_epsilon(ledger, delta)
+    realised, order = receipt_epsilon(ledger, delta)
+    noise = protected > 0
     formal = guarantee.formal
-    meaningful = formal and eps <= MEANINGFUL_EPSILON
-    if protected == 0:
+    epsilon = defense.calibrated_epsilon(config.params, limit) if formal else None
+    meaningful = epsilon is not None and epsilon <= MEANINGFUL_EPSILON
+    spent = realised if formal else None
+    nominal = realised if (noise and not formal) else None
+    if not noise:
+        headline = f"{defense.label}: no noise was added to this answer"
         statement = (
-            "No token was protected in this answer: the defense added no noise, so there "
-            "is no privacy guarantee for it."
+            "No noise was added to this answer: the defense screened no token as risky, so "
+            "this answer has no privacy protection."
         )
     elif not formal:
+        headline = f"{defense.label}: not a differential-privacy guarantee"
         statement = (
-            f"Nominal epsilon {_fmt(eps)} over {protected} of {total_tokens} tokens. This is "
-            "not a differential-privacy guarantee; the defense only makes verbatim copying "
-            "of the documents unlikely."
-        )
-    elif eps > MEANINGFUL_EPSILON:
-        statement = (
-            f"epsilon = {_fmt(eps)} (delta = {delta:g}) is far too large to mean anything: "
-            "this answer has no meaningful privacy guarantee."
+            f"Not a differential-privacy guarantee. Noise was added to {protected} of "
+            f"{total_tokens} tokens; the nominal epsilon of that noise schedule, "
+            f"{_fmt(realised)}, is shown for comparison only and protects nothing by itself."
         )
     else:
+        assert epsilon is not None
         scope = (
-            "for every token"
+            "every token"
             if guarantee.covers == "every token"
-            else f"for the {protected} of {total_tokens} tokens screened as risky"
+            else f"the {protected} of {total_tokens} tokens screened as risky"
         )
-        statement = (
-            f"({_fmt(eps)}, {delta:g})-differential privacy {scope} with respect to the "
-            "retrieved documents."
+        headline = (
+            f"{defense.label}: ε {_fmt(epsilon)} calibrated for {limit} tokens · "
+            f"this answer used {_fmt(realised)} over {total_tokens}"
         )
+        if epsilon > MEANINGFUL_EPSILON:
+            statement = (
+                f"epsilon = {_fmt(epsilon)} (delta = {delta:g}) is far too large to mean "
+                "anything: this answer has no meaningful privacy guarantee."
+            )
+        else:
+            statement = (
+                f"({_fmt(epsilon)}, {delta:g})-differential privacy for {scope} with respect "
+                f"to {guarantee.relation}, calibrated for an answer of up to {limit} tokens. "
+                f"This answer's {total_tokens} tokens used epsilon {_fmt(realised)} of it, "
+                "counted after the fact (not a guarantee: the length depends on the documents)."
+            )
     return Receipt(
         mechanism=config.name,
+        label=defense.label,
         params=params,
-        epsilon=eps,
+        formal=formal,
+        relation=guarantee.relation,
+        epsilon=epsilon,
         delta=delta,
+        epsilon_spent=spent,
+        nominal_epsilon=nominal,
+        noise_added=noise,
         gamma=gamma,
         protected_tokens=protected,
         total_tokens=total_tokens,
+        max_tokens=limit,
         sensitivity=ledger.sensitivity,
         best_order=order,
-        formal=formal,
         meaningful=meaningful,
+        headline=headline,
         statement=statement,
         screened=ledger.reason_counts(),
         notes=(guarantee.note,),

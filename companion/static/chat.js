@@ -5,13 +5,8 @@
 const $ = (id) => document.getElementById(id);
 const state = { token: localStorage.getItem("veil-token") || "", history: [] };
 
-const KNOBS = {
-  copy_aware: [["max_copy_run", 3, 1], ["sigma", 1.0, 0.05], ["top_k", 8, 1], ["first_tokens", 1, 1]],
-  bounded: [["epsilon", 8, 0.5], ["clip", 4, 0.5], ["top_k", 20, 1]],
-  pad: [["lambda_amp", 1.0, 0.5], ["sigma_base", 0.04, 0.01], ["tau_conf", 0.6, 0.05], ["clip", 100, 10]],
-  static: [["sigma", 0.05, 0.01], ["clip", 100, 10]],
-  none: [],
-};
+// The defenses, their knobs and defaults come from the registry (GET /v1/defenses).
+const defenses = { list: [], byName: {} };
 
 function headers(extra = {}) {
   return { Authorization: "Bearer " + state.token, ...extra };
@@ -27,15 +22,34 @@ async function api(path, options = {}) {
   return response.json();
 }
 
+async function loadDefenses() {
+  const body = await api("/v1/defenses");
+  defenses.list = body.data;
+  defenses.byName = Object.fromEntries(body.data.map((d) => [d.name, d]));
+  const select = $("defense");
+  const current = select.value || body.default;
+  select.textContent = "";
+  for (const d of body.data) select.append(new Option(d.label, d.name, false, d.name === current));
+  renderKnobs();
+}
+
 function renderKnobs() {
   const box = $("knobs");
   box.textContent = "";
-  for (const [name, value, step] of KNOBS[$("defense").value]) {
+  const defense = defenses.byName[$("defense").value];
+  if (!defense) return;
+  const about = document.createElement("p");
+  about.className = "defense-summary";
+  about.textContent = defense.summary + (defense.guarantee.formal ? "" : " (not a DP guarantee)");
+  box.append(about);
+  for (const knob of defense.knobs) {
     const label = document.createElement("label");
     label.className = "knob";
-    label.append(name.replaceAll("_", " "));
+    label.title = knob.help;
+    label.append(knob.name.replaceAll("_", " "));
     const input = document.createElement("input");
-    input.type = "number"; input.step = step; input.value = value; input.dataset.knob = name;
+    input.type = "number"; input.step = knob.step; input.value = knob.default;
+    input.dataset.knob = knob.name;
     label.append(input);
     box.append(label);
   }
@@ -110,23 +124,59 @@ function addMessage(role, text) {
   return div;
 }
 
+function receiptKind(r) {
+  if (!r.noise_added) return "unprotected";
+  if (!r.formal) return "heuristic";
+  return r.meaningful ? "meaningful" : "weak";
+}
+
+function receiptRows(r) {
+  const eps = (text) => (text == null ? "—" : text);
+  const rows = [["defense", r.label || r.mechanism]];
+  if (r.formal) {
+    rows.push(["guarantee", `ε ${eps(r.epsilon_text)}, δ ${r.delta} (calibrated for ${r.max_tokens} tokens)`]);
+    rows.push(["this answer", `ε ${eps(r.epsilon_spent_text)} over ${r.total_tokens} tokens (after the fact)`]);
+    rows.push(["neighbouring relation", r.relation]);
+  } else {
+    rows.push(["guarantee", "none: not differential privacy"]);
+    if (r.nominal_epsilon_text) rows.push(["nominal ε (not a guarantee)", r.nominal_epsilon_text]);
+  }
+  rows.push(["tokens with noise", `${r.protected_tokens} of ${r.total_tokens} (γ ${Number(r.gamma || 0).toFixed(2)})`]);
+  const screened = Object.entries(r.screened || {}).map(([k, v]) => `${k} ${v}`).join(", ");
+  if (screened) rows.push(["screened because", screened]);
+  const params = Object.entries(r.params || {}).map(([k, v]) => `${k}=${v}`).join(", ");
+  if (params) rows.push(["parameters", params]);
+  for (const note of r.notes || []) rows.push(["note", note]);
+  return rows;
+}
+
 function renderReceipt(div, veil) {
   const r = veil.receipt || {};
   const box = document.createElement("div");
-  box.className = "receipt " + (r.meaningful ? "meaningful" : (r.mechanism === "none" ? "" : "vacuous"));
-  const strong = document.createElement("strong");
-  strong.textContent = "Receipt: ";
-  box.append(strong, r.statement || "no receipt");
+  box.className = "receipt " + receiptKind(r);
+  box.dataset.kind = receiptKind(r);
+  const headline = document.createElement("strong");
+  headline.className = "receipt-headline";
+  headline.textContent = r.headline || "no receipt";
+  const statement = document.createElement("div");
+  statement.className = "receipt-statement";
+  statement.textContent = r.statement || "";
+  box.append(headline, statement);
   const details = document.createElement("details");
   const summary = document.createElement("summary");
   summary.textContent = "details";
-  const pre = document.createElement("pre");
-  pre.textContent = JSON.stringify({
-    mechanism: r.mechanism, epsilon: r.epsilon_text, delta: r.delta, gamma: r.gamma,
-    protected_tokens: r.protected_tokens, total_tokens: r.total_tokens, screened: r.screened,
-    sensitivity: r.sensitivity, best_order: r.best_order, params: r.params, notes: r.notes,
-  }, null, 1);
-  details.append(summary, pre);
+  const table = document.createElement("table");
+  table.className = "receipt-table";
+  for (const [key, value] of receiptRows(r)) {
+    const tr = document.createElement("tr");
+    const th = document.createElement("th");
+    th.textContent = key;
+    const td = document.createElement("td");
+    td.textContent = value;
+    tr.append(th, td);
+    table.append(tr);
+  }
+  details.append(summary, table);
   box.append(details);
   div.append(box);
   if (veil.citations && veil.citations.length) {
@@ -193,6 +243,7 @@ async function checkToken() {
   try {
     await api("/v1/models");
     $("token-state").textContent = "Connected.";
+    await loadDefenses();
     return true;
   } catch (err) {
     $("token-state").textContent = err.message;
@@ -213,5 +264,4 @@ $("prompt").addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("ask").requestSubmit(); }
 });
 $("token").value = state.token;
-renderKnobs();
 checkToken().then((ok) => ok && refreshCollections());

@@ -61,10 +61,31 @@ def test_chat_page_uploads_asks_and_shows_the_receipt(tmp_path):
             page.fill("#prompt", "What should I take for the ankle?")
             page.click("#send")
             page.wait_for_selector(".msg.assistant .receipt", timeout=120_000)
-            receipt = page.inner_text(".msg.assistant .receipt")
-            assert "Receipt:" in receipt
+            headline = page.inner_text(".msg.assistant .receipt .receipt-headline")
+            assert headline.startswith("Copy-aware PAD")
             assert "visit.txt" in page.inner_text(".msg.assistant .citations")
             assert page.get_attribute("nav a[href='/static/audit.html']", "href")
+            # The menu is the registry; each kind of receipt is rendered distinctly.
+            from companion.decoding.registry import DEFENSES, get_defense
+
+            options = page.eval_on_selector_all("#defense option", "os => os.map(o => o.value)")
+            assert options == list(DEFENSES)
+            shots = os.environ.get("VEIL_SCREENSHOTS")
+            kinds = {}
+            for n, name in enumerate(("bounded", "static", "pad", "none"), start=2):
+                page.select_option("#defense", name)
+                page.fill("#prompt", "What should I take for the ankle?")
+                page.click("#send")
+                box = f".msg.assistant:nth-of-type({2 * n}) .receipt"
+                page.wait_for_selector(box, timeout=120_000)
+                text = page.inner_text(f"{box} .receipt-headline")
+                assert text.startswith(get_defense(name).label), text
+                kinds[name] = page.get_attribute(box, "data-kind")
+                if shots:
+                    page.click(f"{box} summary")
+                    page.locator(box).screenshot(path=os.path.join(shots, f"receipt-{name}.png"))
+            assert kinds["bounded"] == "meaningful" and kinds["static"] == "weak"
+            assert kinds["pad"] in ("heuristic", "unprotected") and kinds["none"] == "unprotected"
             browser.close()
     finally:
         server.should_exit = True

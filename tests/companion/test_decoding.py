@@ -285,17 +285,17 @@ def test_bounded_fusion_restricts_to_public_top_k_and_spends_epsilon():
     for _ in range(8):
         out = fusion(private, public)
         assert set(torch.nonzero(torch.isfinite(out[0])).flatten().tolist()) == {3, 4, 5}
-    receipt = build_receipt(DefenseConfig("bounded", cfg), fusion.ledger, 8)
+    receipt = build_receipt(DefenseConfig("bounded", cfg), fusion.ledger, 8, 8)
     assert receipt.epsilon is not None and receipt.epsilon <= 4.0 + 1e-6
     assert receipt.gamma == 1.0 and receipt.meaningful and receipt.formal
 
 
 def test_receipt_says_when_epsilon_means_nothing():
-    """A huge epsilon is called meaningless in words, not presented as protection."""
+    """A huge calibrated epsilon is called meaningless in words, not presented as protection."""
     ledger = NoiseLedger(sensitivity=200.0)
-    ledger.record(0, 0.5)
-    receipt = build_receipt(DefenseConfig("pad"), ledger, 3)
-    assert receipt.epsilon is not None and receipt.epsilon > 10
+    ledger.record(0, 0.02)
+    receipt = build_receipt(DefenseConfig("static"), ledger, 1, 64)
+    assert receipt.formal and receipt.epsilon is not None and receipt.epsilon > 10
     assert not receipt.meaningful
     assert "far too large to mean anything" in receipt.statement
     none = build_receipt(DefenseConfig("none"), None, 3)
@@ -303,13 +303,54 @@ def test_receipt_says_when_epsilon_means_nothing():
 
 
 def test_copy_aware_receipt_is_never_called_a_guarantee():
-    """Copy-aware receipts are nominal: formal=False whatever the number."""
+    """Copy-aware receipts are nominal: formal=False, no epsilon shown as protection."""
     ledger = NoiseLedger(sensitivity=2.0)
     ledger.record(0, 1000.0)
     receipt = build_receipt(DefenseConfig("copy_aware"), ledger, 10)
-    assert not receipt.formal and not receipt.meaningful
-    assert "not a differential-privacy guarantee" in receipt.statement
+    assert not receipt.formal and not receipt.meaningful and receipt.epsilon is None
+    assert receipt.nominal_epsilon is not None and receipt.nominal_epsilon > 0
+    assert receipt.statement.startswith("Not a differential-privacy guarantee")
     assert receipt.to_dict()["gamma"] == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("name", ["copy_aware", "pad"])
+def test_no_noise_is_never_shown_as_protection(name):
+    """An answer with no noise has no epsilon at all and says so in words."""
+    ledger = NoiseLedger(sensitivity=2.0)
+    for step in range(5):
+        ledger.record(step, None)
+    receipt = build_receipt(DefenseConfig(name), ledger, 5)
+    assert receipt.epsilon is None and receipt.nominal_epsilon is None
+    assert not receipt.noise_added and not receipt.meaningful and not receipt.formal
+    assert "No noise was added to this answer" in receipt.statement
+    assert "no noise" in receipt.headline
+
+
+def test_pad_is_not_a_dp_guarantee_even_with_noise():
+    """PAD's screening and sigma_t read the private logits: never formal, never meaningful."""
+    ledger = NoiseLedger(sensitivity=200.0)
+    ledger.record(0, 1e6, ("low_confidence",))
+    receipt = build_receipt(DefenseConfig("pad"), ledger, 4)
+    assert not receipt.formal and receipt.epsilon is None and not receipt.meaningful
+    assert receipt.nominal_epsilon is not None and receipt.nominal_epsilon < 1
+    assert "private logits" in receipt.notes[0]
+
+
+def test_bounded_receipt_shows_the_calibrated_epsilon_beside_what_was_spent():
+    """The guarantee is the epsilon calibrated for max_tokens; a shorter answer's figure is labelled."""
+    cfg = BoundedConfig(epsilon=8.0, clip=4.0, top_k=5)
+    fusion = BoundedFusion(cfg, max_tokens=64, generator=_gen())
+    public = torch.zeros(1, V)
+    for _ in range(10):
+        fusion(public, public)
+    receipt = build_receipt(DefenseConfig("bounded", cfg), fusion.ledger, 10, 64)
+    assert receipt.formal and receipt.meaningful and receipt.max_tokens == 64
+    assert receipt.epsilon is not None and 7.9 <= receipt.epsilon <= 8.0 + 1e-9
+    assert receipt.epsilon_spent is not None and receipt.epsilon_spent < receipt.epsilon
+    assert "calibrated for 64 tokens" in receipt.headline and "after the fact" in receipt.statement
+    assert receipt.relation == "replacing the whole retrieved context"
+    events = DefenseConfig("bounded", cfg).defense.calibrated_events(cfg, 64)
+    assert len(events) == 64 and events[0].sigma == pytest.approx(fusion.sigma)
 
 
 # ------------------------------------------------------------------------------ registry

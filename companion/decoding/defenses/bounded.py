@@ -23,6 +23,7 @@ from companion.decoding.base import (
     clip_l2,
     gaussian,
 )
+from py_core.accounting import GaussianEvent
 from py_core.errors import InvalidParameterError
 from py_core.validate import check_count, check_delta, check_positive
 
@@ -100,6 +101,11 @@ class BoundedFusion:
         return self(scores, public_scores)
 
 
+def _calibrated(config: BoundedConfig, max_tokens: int) -> list[GaussianEvent]:
+    sigma = calibrate_sigma(config.epsilon, 2.0 * config.clip, config.delta, max_tokens)
+    return [GaussianEvent(sigma, 2.0 * config.clip)] * max_tokens
+
+
 def _build(config: BoundedConfig, ctx: BuildContext) -> BoundedFusion:
     return BoundedFusion(config, max_tokens=ctx.max_tokens, generator=ctx.generator)
 
@@ -113,10 +119,13 @@ DEFENSE = Defense(
         relation="replacing the whole retrieved context",
         covers="every token",
         note="Covers every generated token (gamma = 1) with respect to replacing the whole "
-        "retrieved context; noise was calibrated for the maximum answer length, so a "
-        "shorter answer spends less.",
+        "retrieved context (so also adding or removing one document). The noise is "
+        "calibrated, before generation, for the longest answer allowed; that calibrated "
+        "epsilon is the guarantee. What a shorter answer spent is shown after the fact "
+        "only: an answer's length depends on the documents, so it is not a guarantee.",
     ),
     build=_build,
+    calibrated=_calibrated,
     config_type=BoundedConfig,
     two_pass=True,
     knobs=(

@@ -1,8 +1,9 @@
-"""``pad``: PAD as published (docs/methods/decoding.md), implemented soundly.
+"""``pad``: PAD as published (docs/methods/decoding.md), without its implementation mistakes.
 
 L2 clipping with sensitivity 2C, screening on the *raw* probabilities
-(confidence and margin), adaptive sigma_t, RDP accounting over a grid of
-orders with the true gamma.
+(confidence and margin), adaptive sigma_t, RDP of the realised schedule with the
+true gamma.  Not a DP guarantee: the screening and sigma_t read the private
+logits (the registry entry's ``Guarantee`` says so on every receipt).
 """
 
 from __future__ import annotations
@@ -120,12 +121,13 @@ DEFENSE = Defense(
     label="PAD as published",
     summary="Noise on tokens screened as risky (low confidence or small margin), adaptive sigma.",
     guarantee=Guarantee(
-        formal=True,
-        relation="replacing the whole retrieved context",
+        formal=False,
+        relation=None,
         covers="screened tokens",
-        note="The guarantee covers only the fraction gamma of tokens screened as high-risk, "
-        "for the realised noise schedule; the screening itself is data-dependent and "
-        "not covered.",
+        note="PAD as published is not differential privacy: which tokens are screened, and "
+        "each token's noise scale sigma_t, are computed from the private logits, so two "
+        "contexts (one screened, one not) can differ without bound. The epsilon of the "
+        "realised noise schedule is shown as a nominal figure for comparison only.",
     ),
     build=_build,
     config_type=PADConfig,

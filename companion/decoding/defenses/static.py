@@ -20,6 +20,7 @@ from companion.decoding.base import (
     clip_l2,
     gaussian,
 )
+from py_core.accounting import GaussianEvent
 from py_core.validate import check_delta, check_positive
 
 
@@ -54,6 +55,10 @@ class StaticNoiseProcessor(TokenDefense):
         return out  # type: ignore[return-value]
 
 
+def _calibrated(config: StaticNoiseConfig, max_tokens: int) -> list[GaussianEvent]:
+    return [GaussianEvent(config.sigma, 2.0 * config.clip)] * max_tokens
+
+
 def _build(config: StaticNoiseConfig, ctx: BuildContext) -> StaticNoiseProcessor:
     return StaticNoiseProcessor(config, prompt_length=ctx.prompt_length, generator=ctx.generator)
 
@@ -66,10 +71,13 @@ DEFENSE = Defense(
         formal=True,
         relation="replacing the whole retrieved context",
         covers="every token",
-        note="Gaussian noise on the L2-clipped logits of every token (sensitivity 2C), "
-        "accounted by Rényi DP over the answer's tokens.",
+        note="Gaussian noise of a fixed scale on the L2-clipped logits of every token "
+        "(sensitivity 2C), so the noise does not depend on the documents; accounted by "
+        "Rényi DP over the longest answer allowed. At the default scale the figure is "
+        "far too large to be protection.",
     ),
     build=_build,
+    calibrated=_calibrated,
     config_type=StaticNoiseConfig,
     knobs=(
         Knob("clip", 10.0, "L2 norm the logits are clipped to"),
