@@ -29,10 +29,9 @@ def audit_app(
     **settings: Any,
 ) -> Any:
     """The real app (token, Host, Origin checks) with ``opener`` behind the audit routes."""
+    from companion.api.deps import get_audit_jobs
     from companion.app import create_app
     from companion.settings import Settings
-
-    from companion.api.deps import get_audit_jobs
 
     app = create_app(Settings(home=home, preload_model=False, **settings), embedder=NoEmbedder())
     jobs = JobManager(pool=ModelPool(opener=opener), setup_config=SMALL)

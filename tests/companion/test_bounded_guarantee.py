@@ -33,8 +33,9 @@ QUESTION = "What did the prime minister say?"
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from companion.audit.tiny import make_tiny_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from companion.audit.tiny import make_tiny_model
 
     folder = make_tiny_model(Path(tmp_path_factory.mktemp("tiny")) / "llama")
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
