@@ -131,6 +131,25 @@ def _fmt(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
+def _fast_row(name: str, s: dict[str, Any]) -> list[str]:
+    return [
+        name,
+        str(s["windows"]),
+        str(s["tokens"]),
+        f"{100 * s['exact_match']:.1f}%",
+        f"{100 * s['token_accuracy']:.1f}%",
+        f"{100 * s['tokens_proven']:.1f}%",
+        _fmt(s["mean_s_per_token"]),
+        _fmt(s["median_s_per_token"]),
+        _fmt(s.get("p95_s_per_token")),
+        _fmt(s["worst_s_per_token"]),
+        f"{100 * s['found_in_first_batch']:.1f}%",
+        _fmt(s.get("mean_candidates_examined")),
+        _fmt(s.get("mean_full_precision_checks")),
+        str(s["exhaustive_positions"]),
+    ]
+
+
 def markdown(r: dict[str, Any], out: Path) -> str:
     lines = [
         "# Hidden-state inversion: evaluation report",
@@ -160,21 +179,26 @@ def markdown(r: dict[str, Any], out: Path) -> str:
         "Timings follow one untimed warm-up inversion of 6 random tokens (it builds the "
         "bfloat16 copy once per process).",
         "",
-        "| set | windows | tokens | exact match | token acc. | tokens proven | mean s/token | "
-        "median | p95 | worst | found in 1st batch (<=8) | mean candidates examined | "
-        "mean fp32 checks | positions with >512 candidates examined |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        common.markdown_table(
+            [
+                "set",
+                "windows",
+                "tokens",
+                "exact match",
+                "token acc.",
+                "tokens proven",
+                "mean s/token",
+                "median",
+                "p95",
+                "worst",
+                "found in 1st batch (<=8)",
+                "mean candidates examined",
+                "mean fp32 checks",
+                "positions with >512 candidates examined",
+            ],
+            [_fast_row(name, s) for name, s in r["fast"].items()],
+        ),
     ]
-    for name, s in r["fast"].items():
-        lines.append(
-            f"| {name} | {s['windows']} | {s['tokens']} | {100 * s['exact_match']:.1f}% | "
-            f"{100 * s['token_accuracy']:.1f}% | {100 * s['tokens_proven']:.1f}% | "
-            f"{_fmt(s['mean_s_per_token'])} | {_fmt(s['median_s_per_token'])} | "
-            f"{_fmt(s.get('p95_s_per_token'))} | "
-            f"{_fmt(s['worst_s_per_token'])} | {100 * s['found_in_first_batch']:.1f}% | "
-            f"{_fmt(s.get('mean_candidates_examined'))} | "
-            f"{_fmt(s.get('mean_full_precision_checks'))} | {s['exhaustive_positions']} |"
-        )
     if r.get("unscreened"):
         u = r["unscreened"]
         lines += [
@@ -224,15 +248,28 @@ def markdown(r: dict[str, Any], out: Path) -> str:
         f"Nearest of the {r['noise']['candidates']} best-ranked candidates per position (no proof is "
         f"possible under noise); RMS of a state coordinate = {_fmt(r['noise']['state_rms'])}.",
         "",
-        "| sigma | sigma / RMS | token accuracy | exact match | mean discrete loss | s/token |",
-        "|---|---|---|---|---|---|",
+        common.markdown_table(
+            [
+                "sigma",
+                "sigma / RMS",
+                "token accuracy",
+                "exact match",
+                "mean discrete loss",
+                "s/token",
+            ],
+            [
+                [
+                    _fmt(row["sigma"]),
+                    _fmt(row["sigma_over_rms"]),
+                    f"{100 * row['token_accuracy']:.1f}%",
+                    f"{100 * row['exact_match']:.1f}%",
+                    _fmt(row["mean_discrete_loss"]),
+                    _fmt(row["mean_s_per_token"]),
+                ]
+                for row in r["noise"]["rows"]
+            ],
+        ),
     ]
-    for row in r["noise"]["rows"]:
-        lines.append(
-            f"| {_fmt(row['sigma'])} | {_fmt(row['sigma_over_rms'])} | "
-            f"{100 * row['token_accuracy']:.1f}% | {100 * row['exact_match']:.1f}% | "
-            f"{_fmt(row['mean_discrete_loss'])} | {_fmt(row['mean_s_per_token'])} |"
-        )
     d = r["diagnosis"]
     st = r["starved"]
     lines += [
@@ -245,13 +282,32 @@ def markdown(r: dict[str, Any], out: Path) -> str:
         f"exact match {100 * st['exact_match']:.1f}%, token accuracy {100 * st['token_accuracy']:.1f}%) "
         "and the published-method runs.",
         "",
-        "| recoveries | exact | failed | AUROC | max exact loss | min failed loss | threshold | "
-        "perfect separation | proof flag = truth |",
-        "|---|---|---|---|---|---|---|---|---|",
-        f"| {d['recoveries']} | {d['exact']} | {d['failed']} | {_fmt(d['auroc'], 4)} | "
-        f"{_fmt(d['max_exact_cumulative_loss'])} | {_fmt(d['min_failed_cumulative_loss'])} | "
-        f"{_fmt(d['threshold'])} | {d['perfect_separation']} | "
-        f"{100 * d['proof_flag_agrees_with_truth']:.1f}% |",
+        common.markdown_table(
+            [
+                "recoveries",
+                "exact",
+                "failed",
+                "AUROC",
+                "max exact loss",
+                "min failed loss",
+                "threshold",
+                "perfect separation",
+                "proof flag = truth",
+            ],
+            [
+                [
+                    d["recoveries"],
+                    d["exact"],
+                    d["failed"],
+                    _fmt(d["auroc"], 4),
+                    _fmt(d["max_exact_cumulative_loss"]),
+                    _fmt(d["min_failed_cumulative_loss"]),
+                    _fmt(d["threshold"]),
+                    d["perfect_separation"],
+                    f"{100 * d['proof_flag_agrees_with_truth']:.1f}%",
+                ]
+            ],
+        ),
         "",
         "![cumulative loss](cumulative_loss.png)",
         "",

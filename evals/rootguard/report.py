@@ -49,56 +49,74 @@ def per_template(
 
 def _utility_table(rows: list[dict[str, Any]], setting: str, epsilons: list[float]) -> list[str]:
     w, c = macro(rows, setting, "wmape"), macro(rows, setting, "rce")
-    lines = [
-        "| ε | B = (2k+1)ε | wMAPE M-All | wMAPE M-Roots | wMAPE M-Opt | M-All / M-Opt "
-        "| RCE M-All | RCE M-Roots | RCE M-Opt | M-All / M-Opt |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    headers = ["ε", "B = (2k+1)ε"]
+    headers += ["wMAPE M-All", "wMAPE M-Roots", "wMAPE M-Opt", "M-All / M-Opt"]
+    headers += ["RCE M-All", "RCE M-Roots", "RCE M-Opt", "M-All / M-Opt"]
+    table = []
     for eps in epsilons:
         wa, wr, wo = (w[(eps, m)][0] for m in METHODS)
         ca, cr, co = (c[(eps, m)][0] for m in METHODS)
-        lines.append(
-            f"| {eps:g} | {5 * eps:g}-{9 * eps:g} | {_pct(wa)} | {_pct(wr)} | {_pct(wo)} | "
-            f"{wa / wo:.2f}x | {_pct(ca)} | {_pct(cr)} | {_pct(co)} | "
-            f"{ca / co if co else float('inf'):.2f}x |"
+        table.append(
+            [
+                f"{eps:g}",
+                f"{5 * eps:g}-{9 * eps:g}",
+                _pct(wa),
+                _pct(wr),
+                _pct(wo),
+                f"{wa / wo:.2f}x",
+                _pct(ca),
+                _pct(cr),
+                _pct(co),
+                f"{ca / co if co else float('inf'):.2f}x",
+            ]
         )
-    return lines
+    return common.markdown_table(headers, table).split("\n")
 
 
 def _template_table(rows: list[dict[str, Any]], setting: str, eps: float) -> list[str]:
     w = per_template(rows, setting, eps, "wmape")
     c = per_template(rows, setting, eps, "rce")
-    lines = [
-        "| template | k | wMAPE M-All | M-Roots | M-Opt | ratio | RCE M-All | M-Roots | M-Opt | ratio |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    headers = ["template", "k", "wMAPE M-All", "M-Roots", "M-Opt", "ratio"]
+    headers += ["RCE M-All", "M-Roots", "M-Opt", "ratio"]
+    table = []
     for t in TEMPLATES:
         wa, wr, wo = (w[(t.title, m)] for m in METHODS)
         ca, cr, co = (c[(t.title, m)] for m in METHODS)
         rc = f"{ca / co:.2f}x" if co else "-"
-        lines.append(
-            f"| {t.title} | {len(t.roots)} | {_pct(wa)} | {_pct(wr)} | {_pct(wo)} | {wa / wo:.2f}x | "
-            f"{_pct(ca)} | {_pct(cr)} | {_pct(co)} | {rc} |"
+        table.append(
+            [
+                t.title,
+                len(t.roots),
+                _pct(wa),
+                _pct(wr),
+                _pct(wo),
+                f"{wa / wo:.2f}x",
+                _pct(ca),
+                _pct(cr),
+                _pct(co),
+                rc,
+            ]
         )
-    return lines
+    return common.markdown_table(headers, table).split("\n")
 
 
 def _reconstruction_table(rows: list[dict[str, Any]], setting: str) -> list[str]:
     sel = [r for r in rows if r["setting"] == setting]
     qs = sorted({r["q"] for r in sel})
     methods = ["M-All", "RootGuard", "RootGuard (naive adversary)"]
-    lines = [
-        "| q | " + " | ".join(methods) + " | ε spent per root, M-All | RootGuard |",
-        "|---|" + "---|" * (len(methods) + 2),
-    ]
+    headers = ["q", *methods, "ε spent per root, M-All", "RootGuard"]
+    table = []
     for q in qs:
         vals = {r["method"]: r for r in sel if r["q"] == q}
-        lines.append(
-            f"| {q} | "
-            + " | ".join(_pct(vals[m]["wmape"]) for m in methods)
-            + f" | {vals['M-All']['spent_per_root']:g} | {vals['RootGuard']['spent_per_root']:g} |"
+        table.append(
+            [
+                q,
+                *(_pct(vals[m]["wmape"]) for m in methods),
+                f"{vals['M-All']['spent_per_root']:g}",
+                f"{vals['RootGuard']['spent_per_root']:g}",
+            ]
         )
-    return lines
+    return common.markdown_table(headers, table).split("\n")
 
 
 def _plots(results: dict[str, Any], out: Path) -> list[str]:
