@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import torch
 from transformers import LogitsProcessor
 
+from companion.decoding.noise import NoiseSource, check_source, noise_source
 from py_core.accounting import GaussianEvent, RdpAccountant
 from py_core.errors import InvalidParameterError
 
@@ -88,10 +89,9 @@ def clip_l2(x: torch.Tensor, bound: float) -> torch.Tensor:
     return x * factor.to(x.dtype)
 
 
-def gaussian(shape: Sequence[int], like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def gaussian(shape: Sequence[int], like: torch.Tensor, generator: NoiseSource) -> torch.Tensor:
     """Standard normal noise of ``shape`` from ``generator``, on ``like``'s device and dtype."""
-    noise = torch.randn(tuple(shape), generator=generator, device=generator.device)
-    return noise.to(device=like.device, dtype=like.dtype)
+    return generator.normal(shape, like)
 
 
 def calibrate_sigma(epsilon: float, sensitivity: float, delta: float, steps: int) -> float:
@@ -116,13 +116,9 @@ def calibrate_sigma(epsilon: float, sensitivity: float, delta: float, steps: int
     return hi
 
 
-def secure_generator(device: str = "cpu", seed: int | None = None) -> torch.Generator:
-    """A torch.Generator seeded from ``secrets`` (or from ``seed``, for tests only)."""
-    import secrets
-
-    gen = torch.Generator(device=device)
-    gen.manual_seed(secrets.randbits(63) if seed is None else int(seed))
-    return gen
+def secure_generator(device: str = "cpu", seed: int | None = None) -> NoiseSource:
+    """The defenses' noise: the OS CSPRNG, or a seeded generator for tests when ``seed`` is set."""
+    return noise_source(device, seed)
 
 
 # ------------------------------------------------------------------ the per-answer step
@@ -148,15 +144,11 @@ class TokenDefense(LogitsProcessor):
     token.  :meth:`step` adapts it to the generation loop's :class:`Mechanism`.
     """
 
-    def __init__(self, prompt_length: int, generator: torch.Generator, sensitivity: float) -> None:
+    def __init__(self, prompt_length: int, generator: NoiseSource, sensitivity: float) -> None:
         if prompt_length < 0:
             raise InvalidParameterError(f"prompt_length must be >= 0; got {prompt_length!r}")
-        if not isinstance(generator, torch.Generator):
-            raise InvalidParameterError(
-                f"generator must be a torch.Generator; got {type(generator).__name__}"
-            )
         self.prompt_length = prompt_length
-        self.generator = generator
+        self.generator = check_source(generator)
         self.ledger = NoiseLedger(sensitivity=sensitivity)
 
     def _step(self, input_ids: torch.Tensor, scores: torch.Tensor) -> int:
@@ -189,7 +181,7 @@ class BuildContext:
     tokenizer: Any
     context_text: str
     prompt_length: int
-    generator: torch.Generator
+    generator: NoiseSource
     public_ids: Sequence[int] = ()
     max_tokens: int = 256
 

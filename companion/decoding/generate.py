@@ -19,6 +19,7 @@ import torch
 
 from companion.decoding.base import BuildContext, Mechanism
 from companion.decoding.config import DefenseConfig
+from companion.decoding.noise import NoiseSource
 from companion.decoding.receipt import Receipt, build_receipt
 from py_core.errors import InvalidParameterError
 
@@ -101,11 +102,15 @@ class _TwoPasses:
         self.private.step(token)
 
 
-def _choose(scores: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
+def _choose(scores: torch.Tensor, temperature: float, generator: NoiseSource) -> int:
+    """Greedy at temperature 0, else one inverse-CDF draw with the source's uniform."""
     if temperature <= 0:
         return int(torch.argmax(scores[0]))
-    probs = torch.softmax(scores[0].float() / temperature, dim=-1)
-    return int(torch.multinomial(probs.to(generator.device), 1, generator=generator))
+    probs = torch.softmax(scores[0].double() / temperature, dim=-1).cpu()
+    cumulative = torch.cumsum(probs, dim=0)
+    u = generator.uniform() * float(cumulative[-1])
+    index = int(torch.searchsorted(cumulative, torch.tensor([u], dtype=cumulative.dtype)))
+    return min(index, probs.shape[0] - 1)
 
 
 def generate_tokens(
@@ -114,7 +119,7 @@ def generate_tokens(
     prompt_ids: Sequence[int],
     *,
     defense: DefenseConfig,
-    generator: torch.Generator,
+    generator: NoiseSource,
     context_text: str = "",
     public_prompt_ids: Sequence[int] | None = None,
     max_new_tokens: int = 256,

@@ -19,6 +19,7 @@ from companion.decoding.defenses.bounded import BoundedConfig, BoundedFusion
 from companion.decoding.defenses.copy_aware import CopyAwareConfig, CopyAwareProcessor
 from companion.decoding.defenses.pad import PADConfig, PADProcessor
 from companion.decoding.defenses.static import StaticNoiseConfig, StaticNoiseProcessor
+from companion.decoding.noise import NoiseSource, SecureNoise, SeededNoise
 from companion.decoding.receipt import build_receipt
 from companion.decoding.screening import RunTracker, pii_spans
 from py_core.errors import InvalidParameterError
@@ -26,7 +27,7 @@ from py_core.errors import InvalidParameterError
 V = 64
 
 
-def _gen(seed: int = 0) -> torch.Generator:
+def _gen(seed: int = 0) -> NoiseSource:
     return secure_generator("cpu", seed=seed)
 
 
@@ -72,7 +73,7 @@ def test_static_noise_is_clip_plus_seeded_gaussian():
     cfg = StaticNoiseConfig(clip=2.0, sigma=0.3)
     scores = torch.randn(1, V, generator=torch.Generator().manual_seed(5)) * 10
     out = StaticNoiseProcessor(cfg, prompt_length=1, generator=_gen(7))(torch.tensor([[0]]), scores)
-    expected_noise = torch.randn((1, V), generator=_gen(7)) * 0.3
+    expected_noise = _gen(7).normal((1, V), scores) * 0.3
     assert torch.allclose(out, clip_l2(scores, 2.0) + expected_noise, atol=1e-6)
     assert math.isclose(float(torch.linalg.vector_norm(clip_l2(scores, 2.0))), 2.0, rel_tol=1e-5)
 
@@ -422,3 +423,58 @@ def test_a_new_defense_is_one_module_and_one_registry_line(monkeypatch):
         assert receipt.mechanism == "toy" and receipt.notes == ("toy",) and not receipt.formal
     finally:
         registry.get_defense.cache_clear()
+
+
+# -------------------------------------------------------------------------- noise source
+
+
+def test_noise_comes_from_the_os_csprng_unless_a_seed_is_given(monkeypatch):
+    """secure_generator() draws from os.urandom; a seed gives the reproducible test source."""
+    import os
+
+    calls = []
+    real = os.urandom
+
+    def counting(n):
+        calls.append(n)
+        return real(n)
+
+    monkeypatch.setattr(os, "urandom", counting)
+    source = secure_generator("cpu")
+    assert isinstance(source, SecureNoise) and source.secure
+    noise = source.normal((3, 5), torch.zeros(1))
+    assert noise.shape == (3, 5) and sum(calls) >= 8 * 15
+    assert not torch.equal(noise, source.normal((3, 5), torch.zeros(1)))
+    seeded = secure_generator("cpu", seed=1)
+    assert isinstance(seeded, SeededNoise) and not seeded.secure
+    assert torch.equal(
+        seeded.normal((4,), torch.zeros(1)), SeededNoise(1).normal((4,), torch.zeros(1))
+    )
+    with pytest.raises(InvalidParameterError, match="NoiseSource"):
+        StaticNoiseProcessor(StaticNoiseConfig(), prompt_length=0, generator=torch.Generator())
+
+
+def test_secure_gaussians_have_the_right_distribution():
+    """Mean 0, variance 1, tails of N(0,1): within 4 standard errors on 400k draws."""
+    z = SecureNoise().normal((400_000,), torch.zeros(1, dtype=torch.float64))
+    n = z.numel()
+    assert abs(float(z.mean())) < 4 / math.sqrt(n)
+    assert abs(float(z.var()) - 1.0) < 4 * math.sqrt(2 / n)
+    for k, p in ((1.0, 0.31731), (2.0, 0.04550), (3.0, 0.0026998)):
+        share = float((z.abs() > k).double().mean())
+        assert abs(share - p) < 4 * math.sqrt(p * (1 - p) / n), (k, share)
+
+
+def test_sampling_at_a_temperature_uses_the_source():
+    """Inverse-CDF sampling with the source's uniforms follows the softmax within 4 SE."""
+    from companion.decoding.generate import _choose
+
+    scores = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+    probs = torch.softmax(scores[0], -1).tolist()
+    source = SecureNoise()
+    n = 20_000
+    counts = [0] * 4
+    for _ in range(n):
+        counts[_choose(scores, 1.0, source)] += 1
+    for c, p in zip(counts, probs, strict=True):
+        assert abs(c / n - p) < 4 * math.sqrt(p * (1 - p) / n)

@@ -23,6 +23,7 @@ from companion.decoding.base import (
     clip_l2,
     gaussian,
 )
+from companion.decoding.noise import NoiseSource, check_source
 from py_core.accounting import GaussianEvent
 from py_core.errors import InvalidParameterError
 from py_core.validate import check_count, check_delta, check_positive
@@ -66,15 +67,9 @@ class BoundedFusion:
     post-processing of y and of public data.
     """
 
-    def __init__(
-        self, config: BoundedConfig, *, max_tokens: int, generator: torch.Generator
-    ) -> None:
-        if not isinstance(generator, torch.Generator):
-            raise InvalidParameterError(
-                f"generator must be a torch.Generator; got {type(generator).__name__}"
-            )
+    def __init__(self, config: BoundedConfig, *, max_tokens: int, generator: NoiseSource) -> None:
         self.config = config
-        self.generator = generator
+        self.generator = check_source(generator)
         self.sigma = calibrate_sigma(config.epsilon, 2.0 * config.clip, config.delta, max_tokens)
         self.ledger = NoiseLedger(sensitivity=2.0 * config.clip)
         self._step = 0

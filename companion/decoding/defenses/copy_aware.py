@@ -25,6 +25,7 @@ from companion.decoding.base import (
     clip_l2,
     gaussian,
 )
+from companion.decoding.noise import NoiseSource
 from companion.decoding.screening import (
     RunTracker,
     context_token_ids,
@@ -90,7 +91,7 @@ class CopyAwareProcessor(TokenDefense):
         config: CopyAwareConfig,
         *,
         prompt_length: int,
-        generator: torch.Generator,
+        generator: NoiseSource,
         context_ids: Sequence[int] = (),
         pii_ids: Sequence[int] = (),
         pii_start_tokens: set[int] | frozenset[int] = frozenset(),

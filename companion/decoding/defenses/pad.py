@@ -23,6 +23,7 @@ from companion.decoding.base import (
     clip_l2,
     gaussian,
 )
+from companion.decoding.noise import NoiseSource
 from py_core.errors import InvalidParameterError
 from py_core.validate import check_delta, check_positive
 
@@ -67,9 +68,7 @@ class PADProcessor(TokenDefense):
     screen are returned unchanged and are not covered by the guarantee (gamma).
     """
 
-    def __init__(
-        self, config: PADConfig, *, prompt_length: int, generator: torch.Generator
-    ) -> None:
+    def __init__(self, config: PADConfig, *, prompt_length: int, generator: NoiseSource) -> None:
         super().__init__(prompt_length, generator, 2.0 * config.clip)
         self.config = config
 

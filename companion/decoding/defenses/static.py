@@ -20,6 +20,7 @@ from companion.decoding.base import (
     clip_l2,
     gaussian,
 )
+from companion.decoding.noise import NoiseSource
 from py_core.accounting import GaussianEvent
 from py_core.validate import check_delta, check_positive
 
@@ -42,7 +43,7 @@ class StaticNoiseProcessor(TokenDefense):
     """Static noise injection: clip every token's logits and add N(0, sigma^2) to all."""
 
     def __init__(
-        self, config: StaticNoiseConfig, *, prompt_length: int, generator: torch.Generator
+        self, config: StaticNoiseConfig, *, prompt_length: int, generator: NoiseSource
     ) -> None:
         super().__init__(prompt_length, generator, 2.0 * config.clip)
         self.config = config

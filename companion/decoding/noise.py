@@ -1,0 +1,100 @@
+"""Where the defenses' randomness comes from: the operating system's CSPRNG.
+
+:class:`SecureNoise` turns bytes from ``os.urandom`` into standard normal noise
+(Box-Muller in float64 on 53-bit uniforms) and into the uniform draws that
+sampling at a temperature needs.  A general-purpose generator, even one
+seeded from ``secrets``, is predictable from its outputs (Mersenne Twister, or
+Philox with a known state), so it never protects anyone here.
+:class:`SeededNoise` wraps a seeded ``torch.Generator`` for tests and
+experiments; the API only hands it out when the companion runs with
+``allow_seed`` (the explicit insecure setting).
+
+The floating-point representation of the noise and what it means for the
+guarantee (Mironov 2012) is discussed in docs/methods/decoding.md: Veil releases
+only a token index chosen from the noisy scores, never a noisy value.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from py_core.errors import InvalidParameterError
+
+_TWO_PI = 2.0 * math.pi
+_SCALE_53 = 1.0 / float(1 << 53)
+
+
+class NoiseSource:
+    """Standard normal noise and uniform draws for one answer."""
+
+    secure: bool = False
+
+    def normal(self, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
+        """N(0, 1) noise of ``shape`` on ``like``'s device and dtype."""
+        raise NotImplementedError
+
+    def uniform(self) -> float:
+        """One draw from U[0, 1)."""
+        raise NotImplementedError
+
+
+def _uniforms(n: int) -> np.ndarray:
+    """``n`` float64 uniforms on [0, 1) with 53 random bits each, from os.urandom."""
+    raw = np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
+    return (raw >> np.uint64(11)).astype(np.float64) * _SCALE_53
+
+
+class SecureNoise(NoiseSource):
+    """Noise from the OS CSPRNG (``os.urandom``), turned into Gaussians by Box-Muller."""
+
+    secure = True
+
+    def normal(self, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
+        n = math.prod(shape)
+        pairs = (n + 1) // 2
+        u = _uniforms(2 * pairs)
+        radius = np.sqrt(-2.0 * np.log1p(-u[:pairs]))  # 1 - u in (0, 1]: the log is finite
+        angle = _TWO_PI * u[pairs:]
+        z = np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])[:n]
+        noise = torch.from_numpy(z.reshape(tuple(shape)))
+        return noise.to(device=like.device, dtype=like.dtype)
+
+    def uniform(self) -> float:
+        return float(_uniforms(1)[0])
+
+
+class SeededNoise(NoiseSource):
+    """A seeded ``torch.Generator``: reproducible, for tests and experiments only."""
+
+    def __init__(self, seed: int, device: str = "cpu") -> None:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise InvalidParameterError(f"seed must be an integer; got {seed!r}")
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(seed)
+
+    def normal(self, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
+        noise = torch.randn(tuple(shape), generator=self.generator, device=self.generator.device)
+        return noise.to(device=like.device, dtype=like.dtype)
+
+    def uniform(self) -> float:
+        draw = torch.rand((), generator=self.generator, device=self.generator.device)
+        return float(draw)
+
+
+def noise_source(device: str = "cpu", seed: int | None = None) -> NoiseSource:
+    """The CSPRNG source, or a seeded one when ``seed`` is given (tests/experiments only)."""
+    return SecureNoise() if seed is None else SeededNoise(int(seed), device)
+
+
+def check_source(source: object) -> NoiseSource:
+    if not isinstance(source, NoiseSource):
+        raise InvalidParameterError(
+            f"generator must be a NoiseSource (companion.decoding.noise); "
+            f"got {type(source).__name__}"
+        )
+    return source
