@@ -7,7 +7,7 @@ predicts, per word, the probability that a restorer recovers it exactly, from
 the word's length (as k-RR sees it, punctuation included), its Zipf frequency
 (:mod:`py_core.wordfreq`) and epsilon.
 
-The numbers come from ``veil eval krr`` (docs/krr/README.md): restoration rates of
+The numbers come from ``veil eval krr`` (docs/krr/report.md): restoration rates of
 the offline noisy-channel restorer (symspellpy's dictionary + bigram context)
 binned by Zipf frequency and length at each evaluated epsilon, smoothed toward
 ``Pr[T0]``, saved in ``preview_calibration.json`` beside this module.  Between

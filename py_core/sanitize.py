@@ -53,7 +53,7 @@ class WordSurvival(NamedTuple):
     start: int
     end: int
     length: int  # characters perturbed in this word
-    survival_probability: float  # p^length (SPEC's Pr[T0])
+    survival_probability: float  # p^length (Pr[T0], docs/methods/krr.md)
     epsilon: float  # length * epsilon per character
 
 

@@ -180,7 +180,7 @@ METHODS = """## The defenses as implemented
 - **none**: greedy decoding, no noise.
 - **static**: every token's logits are L2-clipped to C = 100 and get N(0, sigma^2) on all
   49,152 logits (sensitivity 2C, every token protected).
-- **PAD (paper)**: SPEC section 4 without the reference code's mistakes: logits are L2-clipped
+- **PAD (paper)**: the published method (docs/methods/decoding.md) without the reference code's mistakes: logits are L2-clipped
   (sensitivity 2C = 200, not a data-dependent margin); a token is screened when its *raw*
   top probability is below 0.6 or its raw top-2 logit margin is below 1; screened tokens get
   sigma_t = sigma_base * calibrate(entropy, position, confidence) * r(margin) * lambda; the

@@ -1,4 +1,4 @@
-"""RootGuard on NHANES: target utility, reconstruction and allocation (SPEC §3).
+"""RootGuard on NHANES: target utility, reconstruction and allocation (docs/methods/rootguard.md).
 
 ``veil eval rootguard --out DIR [--smoke]`` runs the three experiments of
 :mod:`evals.rootguard.experiment` on the population of

@@ -226,7 +226,7 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         + (f"; {env}" if (env := common.describe_environment(results.get("environment"))) else "")
         + ".",
         "",
-        "SPEC.md §3 and issue 3. Everything in RQ1 and RQ2 runs the shipped `py_core.rootguard` "
+        "Method: docs/methods/rootguard.md; issue 3. Everything in RQ1 and RQ2 runs the shipped `py_core.rootguard` "
         "code person by person: the exact clamped discrete Laplace on each root's grid, the "
         "cache, the allocation rule, the MAP adversary.",
         "",
