@@ -18,13 +18,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from companion.api import OPTIONAL_ROUTERS, ROUTERS
+from companion.api.deps import check_access
 from companion.engine import ModelEngine
 from companion.errors import install_error_handlers
+from companion.keys import KeyStore, keys_path
 from companion.security import SecurityMiddleware, ensure_token
 from companion.settings import VERSION, Settings, get_settings
 
@@ -54,6 +56,7 @@ def create_app(settings: Settings | None = None, *, embedder: Any = None) -> Fas
     """
     settings = settings or get_settings()
     token = ensure_token(settings.resolved_token_path())
+    keys = KeyStore(keys_path(settings.resolved_home()))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -81,8 +84,11 @@ def create_app(settings: Settings | None = None, *, embedder: Any = None) -> Fas
         version=VERSION,
         summary="Local RAG chat with privacy-aware decoding; OpenAI-compatible API.",
         lifespan=lifespan,
+        # Every route is the owner's unless companion.keys.GUEST_ROUTES lists it.
+        dependencies=[Depends(check_access)],
     )
     app.state.settings = settings
+    app.state.keys = keys
     app.state.token = token
     app.state.started = int(time.time())
     app.state.engine = ModelEngine(
@@ -108,5 +114,6 @@ def create_app(settings: Settings | None = None, *, embedder: Any = None) -> Fas
         extension_ids=settings.extension_ids,
         max_body_bytes=settings.max_body_bytes,
         max_upload_bytes=settings.max_upload_bytes,
+        keys=keys,
     )
     return app

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "companion.commands.audit",
     "companion.commands.serve",
     "companion.commands.ingest",
+    "companion.commands.keys",
 )
 
 

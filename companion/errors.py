@@ -27,6 +27,10 @@ from py_core.errors import (
 class ErrorCode(StrEnum):
     INVALID_REQUEST = "invalid_request"
     UNAUTHORIZED = "unauthorized"
+    KEY_REVOKED = "key_revoked"  # a guest key the owner revoked
+    KEY_EXPIRED = "key_expired"  # a guest key past its expiry
+    GUEST_FORBIDDEN = "guest_forbidden"  # an owner route, or chat terms the key does not allow
+    GUEST_BUDGET_SPENT = "guest_budget_spent"  # the key's lifetime epsilon is spent
     FORBIDDEN_HOST = "forbidden_host"
     FORBIDDEN_ORIGIN = "forbidden_origin"
     NOT_FOUND = "not_found"

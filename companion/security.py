@@ -10,6 +10,15 @@
   any other site gets 403 -- before the token is even looked at.
 * Bodies over ``max_body_bytes`` (``max_upload_bytes`` for uploads) get 413,
   whether they declare a Content-Length or stream chunks.
+* The bearer value is either the owner's token or a guest key
+  (``veil_guest_...``, :mod:`companion.keys`).  The middleware puts who called
+  into the ASGI scope as ``scope["veil.principal"]`` (a
+  :class:`companion.keys.Principal`: owner, guest or public); a revoked or
+  expired guest key gets 401 at once, and a guest on anything but the routes of
+  :data:`companion.keys.GUEST_ROUTES` gets 403 before its body is read.
+  :func:`companion.api.deps.check_access`, a dependency of every route, checks
+  the same table again per route.  Host and Origin checks come first, for the
+  owner and guests alike.
 
 :class:`SecurityMiddleware` is plain ASGI and wraps the whole app, so every
 router -- including ones added later -- gets these checks for free.
@@ -26,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from companion.errors import ErrorCode, envelope
+from companion.keys import GUEST_ROUTES, OWNER, PUBLIC, KeyStore, Principal, looks_like_guest_key
 from py_core.errors import StateError
 
 Scope = MutableMapping[str, Any]
@@ -37,6 +47,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 UPLOAD_PATHS = ("/v1/documents", "/v1/audit/inversion")  # file uploads: documents, hidden states
 TOKEN_PREFIXES = ("/v1/",)
+PRINCIPAL = "veil.principal"  # the ASGI scope key the middleware sets
 
 
 def ensure_token(path: Path) -> str:
@@ -81,9 +92,11 @@ class SecurityMiddleware:
         extension_ids: list[str] | tuple[str, ...] = (),
         max_body_bytes: int,
         max_upload_bytes: int,
+        keys: KeyStore | None = None,
     ) -> None:
         self.app = app
         self.token = token
+        self.keys = keys
         self.port = port
         self.extension_ids = tuple(extension_ids)
         self.max_body_bytes = max_body_bytes
@@ -99,6 +112,29 @@ class SecurityMiddleware:
             # The companion's own page: same loopback host and port as this request.
             return host_name(rest) in LOOPBACK_HOSTS and rest == host_header.strip().lower()
         return False
+
+    def identify(self, authorization: str) -> Principal | tuple[int, ErrorCode, str]:
+        """The owner or a guest from the Authorization header, or why not (status, code, text)."""
+        scheme, _, value = authorization.partition(" ")
+        value = value.strip()
+        if scheme.lower() == "bearer" and secrets.compare_digest(
+            value.encode(), self.token.encode()
+        ):
+            return OWNER
+        if scheme.lower() == "bearer" and self.keys is not None and looks_like_guest_key(value):
+            key = self.keys.authenticate(value)
+            if key is not None:
+                status = key.status()
+                if status == "active":
+                    return Principal("guest", key)
+                code = ErrorCode.KEY_REVOKED if status == "revoked" else ErrorCode.KEY_EXPIRED
+                return 401, code, f"this guest key was {status}; ask the owner for a new one"
+        return (
+            401,
+            ErrorCode.UNAUTHORIZED,
+            "missing or wrong API token: send 'Authorization: Bearer <token>' "
+            "with the token 'veil serve' printed (or a guest key the owner gave you)",
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -142,21 +178,18 @@ class SecurityMiddleware:
             await send({"type": "http.response.start", "status": 204, "headers": cors})
             await send({"type": "http.response.body", "body": b""})
             return
+        principal = PUBLIC
         if path.startswith(TOKEN_PREFIXES):
-            auth = headers.get("authorization", "")
-            scheme, _, value = auth.partition(" ")
-            if scheme.lower() != "bearer" or not secrets.compare_digest(
-                value.strip().encode(), self.token.encode()
-            ):
-                await _reject(
-                    send,
-                    401,
-                    ErrorCode.UNAUTHORIZED,
-                    "missing or wrong API token: send 'Authorization: Bearer <token>' "
-                    "with the token 'veil serve' printed",
-                    extra=cors,
-                )
+            denied = self.identify(headers.get("authorization", ""))
+            if not isinstance(denied, Principal):
+                status, code, reason = denied
+                await _reject(send, status, code, reason, extra=cors)
                 return
+            principal = denied
+            if principal.kind == "guest" and (scope["method"], path) not in GUEST_ROUTES:
+                await _reject(send, 403, ErrorCode.GUEST_FORBIDDEN, guest_refusal(scope), cors)
+                return
+        scope[PRINCIPAL] = principal
         limit = self.max_upload_bytes if path.startswith(UPLOAD_PATHS) else self.max_body_bytes
         declared = headers.get("content-length")
         if declared is not None:
@@ -219,6 +252,14 @@ class SecurityMiddleware:
             await send(message)
 
         await self.app(scope, app_receive, send_with_cors)
+
+
+def guest_refusal(scope: Scope) -> str:
+    allowed = ", ".join(f"{m} {p}" for m, p in sorted(GUEST_ROUTES))
+    return (
+        f"{scope['method']} {scope.get('path', '')} needs the owner's token; a guest key "
+        f"may only call {allowed}"
+    )
 
 
 def _cors_headers(origin: str | None) -> list[tuple[bytes, bytes]]:

@@ -13,7 +13,8 @@ from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from companion.api.deps import EngineDep, RagDep, SettingsDep
+from companion.api.deps import EngineDep, KeysDep, PrincipalDep, RagDep, SettingsDep
+from companion.api.keys import charge_guest, guest_key, guest_request, guest_veil
 from companion.errors import APIError, ErrorCode, envelope
 from companion.protocol import (
     AssistantMessage,
@@ -54,6 +55,8 @@ def citations_for(hits: list[Any]) -> list[Citation]:
 class _Prepared:
     """Everything a generation needs, computed before the model is held."""
 
+    guest: Any = None  # the guest key (companion.keys.GuestKey) when a guest asks
+
     def __init__(self, settings: Settings, rag: RagService, body: ChatCompletionRequest) -> None:
         from companion.decoding.config import DefenseConfig
 
@@ -82,14 +85,33 @@ class _Prepared:
         except VeilError as exc:
             raise APIError(400, ErrorCode.INVALID_REQUEST, str(exc), "defense_params") from exc
         self.temperature = body.temperature or 0.0
-        self.hits: list[Any] = []
-        if body.collection:
-            k = body.retrieval_top_k or settings.retrieval_top_k
-            self.hits = rag.search(body.last_user_text(), body.collection, k)
+        self.hits: list[Any] = []  # the context, set by admit()
+        self.budget: dict[str, Any] | None = None  # veil.budget, set by admit()
         self.citations = citations_for(self.hits)
         self.messages = [{"role": _role(m.role), "content": m.text()} for m in body.messages]
         self.id = "chatcmpl-" + secrets.token_hex(12)
         self.created = int(time.time())
+
+    def admit(self, settings: Settings, rag: RagService, is_guest: bool) -> None:
+        """Retrieve the context and charge its documents' lifetime budgets, before generation."""
+        from companion.rag.budget import DocumentBudget
+
+        if not self.body.collection:
+            return
+        admission = DocumentBudget.for_settings(rag.store, settings).retrieve(
+            rag,
+            self.body.last_user_text(),
+            self.body.collection,
+            self.body.retrieval_top_k or settings.retrieval_top_k,
+            defense=self.defense,
+            max_tokens=self.max_tokens,
+            is_guest=is_guest,
+            answer_id=self.id,
+        )
+        self.hits = admission.hits
+        self.budget = admission.to_dict(is_guest=is_guest)
+        if not is_guest:  # a guest's answer never carries chunk text
+            self.citations = citations_for(self.hits)
 
 
 def _role(role: str) -> str:
@@ -129,21 +151,34 @@ def _make_work(engine: Any, prep: _Prepared, result: Any) -> Any:
     summary="Chat completion (OpenAI-compatible) with retrieval and a privacy-aware decoding defense",
 )
 async def chat_completions(
-    body: ChatCompletionRequest, settings: SettingsDep, rag: RagDep, engine: EngineDep
+    body: ChatCompletionRequest,
+    settings: SettingsDep,
+    rag: RagDep,
+    engine: EngineDep,
+    principal: PrincipalDep,
+    keys: KeysDep,
 ) -> Any:
     from companion.decoding.generate import GenerationResult
 
+    key = guest_key(principal)
+    if key is not None:  # the key's collection, defense and parameters, or 403
+        body = guest_request(body, key, settings)
     prep = await run_in_threadpool(_Prepared, settings, rag, body)
+    _as_guest(prep, key)
     result = GenerationResult()
     work = _make_work(engine, prep, result)
     if not body.stream:
         async with engine.slot():
+            _charge_guest(prep, keys)
+            await run_in_threadpool(prep.admit, settings, rag, key is not None)
             async for _ in engine.run_stream(work):
                 pass
         return _completion(prep, engine.model_id, result)
     # A full queue is a proper 503 before the stream starts; the model itself is taken
     # inside the stream, so a client that never reads the stream cannot hold it.
     engine.check_queue()
+    _charge_guest(prep, keys)
+    await run_in_threadpool(prep.admit, settings, rag, key is not None)
     return StreamingResponse(
         _sse(prep, engine, work, result),
         media_type="text/event-stream",
@@ -168,9 +203,32 @@ def _completion(prep: _Prepared, model_id: str, result: Any) -> JSONResponse:
             completion_tokens=len(result.token_ids),
             total_tokens=result.prompt_tokens + len(result.token_ids),
         ),
-        veil=VeilInfo(receipt=receipt, citations=prep.citations),
+        veil=VeilInfo(receipt=receipt, citations=prep.citations, budget=prep.budget),
     )
-    return JSONResponse(response.model_dump())
+    payload = response.model_dump()
+    if prep.guest is not None:
+        payload["veil"] = _veil(prep, receipt)
+    return JSONResponse(payload)
+
+
+def _as_guest(prep: _Prepared, key: Any) -> None:
+    """A guest's answer never carries the chunks' text (see companion.api.keys)."""
+    if key is not None:
+        prep.guest = key
+        prep.citations = []
+
+
+def _charge_guest(prep: _Prepared, keys: Any) -> None:
+    """A guest key pays the answer's calibrated epsilon before it is generated (403 if spent)."""
+    if prep.guest is not None:
+        prep.guest = charge_guest(keys, prep.guest, prep.defense, prep.max_tokens)
+
+
+def _veil(prep: _Prepared, receipt: dict[str, Any]) -> dict[str, Any]:
+    """The ``veil`` object: receipt and citations (a guest's: no text, titles if allowed)."""
+    if prep.guest is not None:
+        return {**guest_veil(receipt, prep.hits, prep.guest), "budget": prep.budget}
+    return VeilInfo(receipt=receipt, citations=prep.citations, budget=prep.budget).model_dump()
 
 
 def _finish(reason: str) -> str:
@@ -204,9 +262,7 @@ async def _sse(prep: _Prepared, engine: Any, work: Any, result: Any) -> AsyncIte
         yield "data: [DONE]\n\n"
         return
     final = json.loads(_chunk(prep, model_id, {}, _finish(result.finish_reason))[6:])
-    final["veil"] = VeilInfo(
-        receipt=result.receipt.to_dict() if result.receipt else {}, citations=prep.citations
-    ).model_dump()
+    final["veil"] = _veil(prep, result.receipt.to_dict() if result.receipt else {})
     completion = len(result.token_ids)
     final["usage"] = {
         "prompt_tokens": result.prompt_tokens,

@@ -1,9 +1,15 @@
-"""What a route may use, as FastAPI dependencies: settings, the model engine, RAG, audit jobs.
+"""What a route may use, as FastAPI dependencies: settings, the model engine, RAG, audit jobs,
+guest keys, and who is calling.
 
 All of them are created once, by :func:`companion.app.create_app` and its
 lifespan, and kept on the app; routes declare what they need
 (``settings: SettingsDep``) instead of reading ``request.app.state``, and tests
 replace any of them with ``app.dependency_overrides[get_rag] = ...``.
+
+Access: :func:`check_access` is a dependency of the whole app (``create_app``
+passes it to ``FastAPI(dependencies=...)``), so every route -- including ones
+added later -- is the owner's unless :data:`companion.keys.GUEST_ROUTES` lists
+it.  Routes that behave differently for guests take ``principal: PrincipalDep``.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Request
 
+from companion.errors import APIError, ErrorCode
+from companion.keys import GUEST_ROUTES, PUBLIC, KeyStore, Principal
 from companion.settings import Settings
 
 if TYPE_CHECKING:
@@ -47,6 +55,45 @@ def get_audit_jobs(request: Request) -> JobManager:
     return jobs
 
 
+def get_keys(request: Request) -> KeyStore:
+    keys: KeyStore = _state(request, "keys")
+    return keys
+
+
+def get_principal(request: Request) -> Principal:
+    """Who is calling, as the security middleware identified them (public if it did not)."""
+    principal = request.scope.get("veil.principal", PUBLIC)
+    assert isinstance(principal, Principal)
+    return principal
+
+
+def check_access(request: Request) -> None:
+    """A guest may call only the routes of GUEST_ROUTES (the middleware checked the path too)."""
+    principal = get_principal(request)
+    if principal.kind != "guest":
+        return
+    route = request.scope.get("route")
+    template = getattr(route, "path_format", None) or request.url.path
+    if (request.method, template) not in GUEST_ROUTES:
+        raise APIError(
+            403,
+            ErrorCode.GUEST_FORBIDDEN,
+            f"{request.method} {template} needs the owner's token; a guest key can only chat",
+        )
+
+
+def require_owner(request: Request) -> Principal:
+    """The owner, or 403 for a guest (for a route that must never be opened to guests)."""
+    principal = get_principal(request)
+    if principal.kind == "guest":
+        raise APIError(
+            403,
+            ErrorCode.GUEST_FORBIDDEN,
+            f"{request.method} {request.url.path} needs the owner's token, not a guest key",
+        )
+    return principal
+
+
 def get_started(request: Request) -> int:
     started: int = _state(request, "started")
     return started
@@ -57,3 +104,6 @@ EngineDep = Annotated["ModelEngine", Depends(get_engine)]
 RagDep = Annotated["RagService", Depends(get_rag)]
 AuditJobsDep = Annotated["JobManager", Depends(get_audit_jobs)]
 StartedDep = Annotated[int, Depends(get_started)]
+KeysDep = Annotated[KeyStore, Depends(get_keys)]
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+OwnerDep = Annotated[Principal, Depends(require_owner)]
