@@ -34,11 +34,13 @@ from py_core.validate import check_count, check_delta, check_positive
 
 __all__ = [
     "ACCOUNTANTS",
+    "DEFAULT_DELTA",
     "DEFAULT_ORDERS",
     "Accountant",
     "BasicAccountant",
     "Event",
     "GaussianEvent",
+    "IndividualRdpFilter",
     "KRREvent",
     "KrrPldAccountant",
     "Ledger",
@@ -47,14 +49,19 @@ __all__ = [
     "RdpAccountant",
     "event_from_dict",
     "event_to_dict",
+    "filter_order",
     "gaussian_rdp",
     "gaussian_rdp_epsilon",
     "krr_composed_delta",
     "krr_composed_epsilon",
     "krr_rdp",
     "krr_rdp_epsilon",
+    "rdp_budget",
     "rdp_to_dp",
 ]
+
+# The delta of every (eps, delta) figure Veil shows unless a caller says otherwise.
+DEFAULT_DELTA = 1e-6
 
 # The same grid as dp-accounting's RdpAccountant default.
 DEFAULT_ORDERS: tuple[float, ...] = (
@@ -586,3 +593,116 @@ class Ledger:
                 f"privacy ledger state is corrupted or from another version: {exc}"
             ) from exc
         return cls(entries=entries)
+
+
+# ------------------------------------------------------- individual Rényi filter
+
+
+def rdp_budget(epsilon: float, delta: float, order: float) -> float:
+    """The largest RDP at ``order`` that :func:`rdp_to_dp` converts to at most ``epsilon``.
+
+    Balle et al.'s conversion solved for the RDP at one fixed order:
+    ``rdp = epsilon - log1p(-1/a) + log(delta * a) / (a - 1)``.  ``InvalidParameterError``
+    if that is not positive (``epsilon`` is too small for ``delta`` at this order).
+    """
+    eps = check_positive(epsilon, "epsilon")
+    d = _delta(delta)
+    (a,) = _orders([order])
+    if a <= 1.01:
+        raise InvalidParameterError(f"the filter's order must be > 1.01; got {order!r}")
+    budget = eps - math.log1p(-1.0 / a) + math.log(d * a) / (a - 1)
+    if not budget > 0:
+        raise InvalidParameterError(
+            f"epsilon {epsilon!r} at delta {delta!r} leaves no RDP budget at order {order!r}"
+        )
+    return budget
+
+
+def filter_order(epsilon: float, delta: float, orders: Iterable[float] = DEFAULT_ORDERS) -> float:
+    """The order at which an individual filter with budget ``(epsilon, delta)`` runs.
+
+    Chosen once from the budget alone: the order of ``orders`` that maximises
+    ``rdp_budget(a) / a``.  A Gaussian mechanism's RDP is linear in the order,
+    so this is the order at which the most Gaussian charges of any one size fit
+    (the same order whatever the noise scale); it never depends on the data or
+    on any answer.
+    """
+    best: tuple[float, float] | None = None
+    for a in _orders(orders):
+        if a <= 1.01:
+            continue
+        try:
+            ratio = rdp_budget(epsilon, delta, a) / a
+        except InvalidParameterError:
+            continue
+        if best is None or ratio > best[0]:
+            best = (ratio, a)
+    if best is None:
+        raise InvalidParameterError(
+            f"epsilon {epsilon!r} at delta {delta!r} leaves no RDP budget at any order"
+        )
+    return best[1]
+
+
+@dataclass(slots=True)
+class IndividualRdpFilter:
+    """The individual Rényi filter of Feldman and Zrnic (2021) at one fixed order.
+
+    Each individual (here: a document) has the RDP budget ``budget`` at
+    ``order``, derived from ``(epsilon, delta)`` by :func:`rdp_budget`.  An
+    interaction charges each individual it touches the RDP of the mechanism at
+    ``order`` (:meth:`charge_of`); an individual is admitted only if its spend
+    plus the charge stays within the budget, so the spend never exceeds it and
+    the whole adaptive interaction is ``(order, budget)``-RDP, hence
+    ``(epsilon, delta)``-DP, for every individual.  This in-memory filter is
+    the reference; the companion keeps the same arithmetic in SQLite.
+    """
+
+    epsilon: float
+    delta: float
+    order: float = 0.0  # 0: chosen by filter_order(epsilon, delta)
+    spent: dict[str, float] = field(default_factory=dict)
+    budget: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.epsilon = check_positive(self.epsilon, "epsilon")
+        self.delta = _delta(self.delta)
+        if not self.order:
+            self.order = filter_order(self.epsilon, self.delta)
+        self.budget = rdp_budget(self.epsilon, self.delta, self.order)
+
+    def charge_of(self, events: Iterable[Event]) -> float:
+        """The RDP at the filter's order of the composed ``events`` (one interaction)."""
+        return sum(_check_event(e).rdp(self.order) for e in events)
+
+    def admits(self, spent: float, charge: float) -> bool:
+        """Whether an individual that has spent ``spent`` may pay ``charge`` more."""
+        return spent + charge <= self.budget
+
+    def remaining(self, spent: float) -> float:
+        return max(0.0, self.budget - spent)
+
+    def epsilon_of(self, spent: float) -> float:
+        """The ``(epsilon at delta)`` an individual's spend amounts to, at the filter's order."""
+        if spent <= 0:
+            return 0.0
+        return rdp_to_dp([spent], [self.order], self.delta)[0]
+
+    def charge(self, keys: Iterable[str], events: Iterable[Event]) -> float:
+        """Charge every key the RDP of ``events``; all or none (``InsufficientBudgetError``)."""
+        from py_core.errors import InsufficientBudgetError
+
+        amount = self.charge_of(events)
+        wanted = sorted(set(keys))
+        for key in wanted:
+            spent = self.spent.get(key, 0.0)
+            if not self.admits(spent, amount):
+                raise InsufficientBudgetError(
+                    f"{key!r} has {self.remaining(spent):.6g} of its RDP budget left at order "
+                    f"{self.order:g}; this interaction needs {amount:.6g}",
+                    remaining=self.remaining(spent),
+                    requested=amount,
+                )
+        for key in wanted:
+            self.spent[key] = self.spent.get(key, 0.0) + amount
+        return amount

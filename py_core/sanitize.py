@@ -5,7 +5,7 @@ with k-RR (:mod:`py_core.krr`), prefixes an instruction asking the receiving
 model to silently restore the typos first, and returns a :class:`Receipt`: the
 epsilon per character actually implemented, how many characters were perturbed,
 the total epsilon by basic composition and the tight composed bound
-(:func:`py_core.accounting.krr_composed_epsilon`), and per-word survival
+(:class:`py_core.accounting.KrrPldAccountant`, exact n-fold k-RR), and per-word survival
 probabilities for a preview.
 
 Protected spans are left untouched: they hold values another mechanism already
@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from typing import NamedTuple
 
 from py_core import krr
-from py_core.accounting import krr_composed_epsilon
+from py_core.accounting import DEFAULT_DELTA, KRREvent, KrrPldAccountant
 from py_core.errors import InsecureRandomnessError, InvalidParameterError
 
 __all__ = [
@@ -40,7 +40,6 @@ DEFAULT_HEADER = (
     "intended words (fix spelling from context), then answer the restored message. "
     "Do not mention the typos or the restoration.\n\n"
 )
-DEFAULT_DELTA = 1e-6
 
 
 class WordSurvival(NamedTuple):
@@ -187,7 +186,9 @@ def sanitize_prompt(
     perturbed = "".join(pieces)
     chars, words = _word_survival(text, spans, impl)
     eps = impl.epsilon
-    composed = krr_composed_epsilon(chars, eps, delta) if compose else None
+    composed = (
+        KrrPldAccountant().compose(KRREvent(eps, chars)).get_epsilon(delta) if compose else None
+    )
     receipt = Receipt(
         epsilon_requested=impl.requested,
         epsilon_per_char=eps,

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from py_core.accounting import DEFAULT_DELTA
 from py_core.errors import InvalidParameterError
 from py_core.protect import DEFAULT_MODE, HEADER_DEFAULT, HEADER_NONE, MODE_NAMES, MODES
 
@@ -49,7 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--no-header", action="store_true", help="omit the restoration header")
     parser.add_argument("--header", help="use this restoration header instead of the default")
-    parser.add_argument("--delta", type=float, default=1e-6, help="delta for the composed bound")
+    parser.add_argument(
+        "--delta", type=float, default=DEFAULT_DELTA, help="delta for the composed bound"
+    )
     parser.add_argument(
         "--profile",
         metavar="FILE",

@@ -29,8 +29,6 @@ from py_core.errors import InvalidParameterError
 
 # Above this epsilon a receipt says in words that the figure is no protection.
 MEANINGFUL_EPSILON = 10.0
-# The delta every defense uses unless its parameters say otherwise.
-DEFAULT_DELTA = 1e-6
 
 
 # ----------------------------------------------------------------------------- ledger

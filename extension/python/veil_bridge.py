@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from py_core import krr, protect
-from py_core.accounting import krr_composed_epsilon
+from py_core.accounting import KRREvent, KrrPldAccountant
 from py_core.errors import SetupRequiredError, VeilError
 from py_core.rootguard import api as rootguard
 from py_core.sanitize import DEFAULT_DELTA, DEFAULT_HEADER
@@ -118,7 +118,8 @@ def op_composed_epsilon(args: dict[str, Any]) -> dict[str, Any]:
         raise BridgeError("bad-request", f"n must be an integer >= 0; got {n!r}")
     eps = krr.validate_epsilon(args.get("epsilon"))
     delta = float(args.get("delta", DEFAULT_DELTA))
-    return {"epsilon_total_composed": krr_composed_epsilon(n, eps, delta), "delta": delta}
+    composed = KrrPldAccountant().compose(KRREvent(eps, n)).get_epsilon(delta)
+    return {"epsilon_total_composed": composed, "delta": delta}
 
 
 def op_ping(_args: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import torch
 
 from companion.decoding.base import (
-    DEFAULT_DELTA,
     BuildContext,
     Defense,
     Guarantee,
@@ -24,7 +23,7 @@ from companion.decoding.base import (
     gaussian,
 )
 from companion.decoding.noise import NoiseSource, check_source
-from py_core.accounting import GaussianEvent
+from py_core.accounting import DEFAULT_DELTA, GaussianEvent
 from py_core.errors import InvalidParameterError
 from py_core.validate import check_count, check_delta, check_positive
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import torch
 
 from companion.decoding.base import (
-    DEFAULT_DELTA,
     BuildContext,
     Defense,
     Guarantee,
@@ -33,6 +32,7 @@ from companion.decoding.screening import (
     pii_token_sequence,
     word_start_tokens,
 )
+from py_core.accounting import DEFAULT_DELTA
 from py_core.errors import InvalidParameterError
 from py_core.validate import check_count, check_delta, check_positive
 

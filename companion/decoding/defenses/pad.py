@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import torch
 
 from companion.decoding.base import (
-    DEFAULT_DELTA,
     BuildContext,
     Defense,
     Guarantee,
@@ -24,6 +23,7 @@ from companion.decoding.base import (
     gaussian,
 )
 from companion.decoding.noise import NoiseSource
+from py_core.accounting import DEFAULT_DELTA
 from py_core.errors import InvalidParameterError
 from py_core.validate import check_delta, check_positive
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import torch
 
 from companion.decoding.base import (
-    DEFAULT_DELTA,
     BuildContext,
     Defense,
     Guarantee,
@@ -21,7 +20,7 @@ from companion.decoding.base import (
     gaussian,
 )
 from companion.decoding.noise import NoiseSource
-from py_core.accounting import GaussianEvent
+from py_core.accounting import DEFAULT_DELTA, GaussianEvent
 from py_core.validate import check_delta, check_positive
 
 
