@@ -27,6 +27,10 @@ from companion.decoding.noise import NoiseSource, check_source, noise_source
 from py_core.accounting import GaussianEvent, RdpAccountant
 from py_core.errors import InvalidParameterError
 
+# The neighbouring relation of the formal defenses: any change of the retrieved context
+# (so also adding or removing one document).
+REPLACE_CONTEXT = "replacing the whole retrieved context"
+
 # Above this epsilon a receipt says in words that the figure is no protection.
 MEANINGFUL_EPSILON = 10.0
 

@@ -88,11 +88,15 @@ def build_receipt(
     defense = config.defense
     guarantee = defense.guarantee
     limit = max(max_tokens if max_tokens is not None else total_tokens, total_tokens, 1)
-    params = config.to_dict()["params"]
+    common: dict[str, Any] = {
+        "mechanism": config.name,
+        "label": defense.label,
+        "total_tokens": total_tokens,
+        "max_tokens": limit,
+    }
     if ledger is None:  # the defense built no mechanism: nothing was protected
         return Receipt(
-            mechanism=config.name,
-            label=defense.label,
+            **common,
             params={},
             formal=False,
             relation=None,
@@ -103,80 +107,84 @@ def build_receipt(
             noise_added=False,
             gamma=0.0,
             protected_tokens=0,
-            total_tokens=total_tokens,
-            max_tokens=limit,
             sensitivity=None,
             best_order=None,
             meaningful=False,
             headline=f"{defense.label}: no protection",
             statement="No defense: this answer carries no privacy protection or guarantee.",
         )
+    params = config.to_dict()["params"]
     delta = float(params["delta"])
     protected = len(ledger.sigmas)
-    gamma = protected / total_tokens if total_tokens else 0.0
     realised, order = receipt_epsilon(ledger, delta)
     noise = protected > 0
     formal = guarantee.formal
     epsilon = defense.calibrated_epsilon(config.params, limit) if formal else None
-    meaningful = epsilon is not None and epsilon <= MEANINGFUL_EPSILON
-    spent = realised if formal else None
-    nominal = realised if (noise and not formal) else None
-    if not noise:
-        headline = f"{defense.label}: no noise was added to this answer"
-        statement = (
-            "No noise was added to this answer: the defense screened no token as risky, so "
-            "this answer has no privacy protection."
-        )
-    elif not formal:
-        headline = f"{defense.label}: not a differential-privacy guarantee"
-        statement = (
-            f"Not a differential-privacy guarantee. Noise was added to {protected} of "
-            f"{total_tokens} tokens; the nominal epsilon of that noise schedule, "
-            f"{_fmt(realised)}, is shown for comparison only and protects nothing by itself."
-        )
-    else:
-        assert epsilon is not None
-        scope = (
-            "every token"
-            if guarantee.covers == "every token"
-            else f"the {protected} of {total_tokens} tokens screened as risky"
-        )
-        headline = (
-            f"{defense.label}: ε {_fmt(epsilon)} calibrated for {limit} tokens · "
-            f"this answer used {_fmt(realised)} over {total_tokens}"
-        )
-        if epsilon > MEANINGFUL_EPSILON:
-            statement = (
-                f"epsilon = {_fmt(epsilon)} (delta = {delta:g}) is far too large to mean "
-                "anything: this answer has no meaningful privacy guarantee."
-            )
-        else:
-            statement = (
-                f"({_fmt(epsilon)}, {delta:g})-differential privacy for {scope} with respect "
-                f"to {guarantee.relation}, calibrated for an answer of up to {limit} tokens. "
-                f"This answer's {total_tokens} tokens used epsilon {_fmt(realised)} of it, "
-                "counted after the fact (not a guarantee: the length depends on the documents)."
-            )
+    headline, statement = _words(defense, epsilon, realised, delta, protected, total_tokens, limit)
     return Receipt(
-        mechanism=config.name,
-        label=defense.label,
+        **common,
         params=params,
         formal=formal,
         relation=guarantee.relation,
         epsilon=epsilon,
         delta=delta,
-        epsilon_spent=spent,
-        nominal_epsilon=nominal,
+        epsilon_spent=realised if formal else None,
+        nominal_epsilon=realised if (noise and not formal) else None,
         noise_added=noise,
-        gamma=gamma,
+        gamma=protected / total_tokens if total_tokens else 0.0,
         protected_tokens=protected,
-        total_tokens=total_tokens,
-        max_tokens=limit,
         sensitivity=ledger.sensitivity,
         best_order=order,
-        meaningful=meaningful,
+        meaningful=epsilon is not None and epsilon <= MEANINGFUL_EPSILON,
         headline=headline,
         statement=statement,
         screened=ledger.reason_counts(),
         notes=(guarantee.note,),
+    )
+
+
+def _words(
+    defense: Any,
+    epsilon: float | None,
+    realised: float,
+    delta: float,
+    protected: int,
+    total: int,
+    limit: int,
+) -> tuple[str, str]:
+    """The receipt's first line and its statement, for each case a receipt can be in."""
+    label = defense.label
+    if protected == 0:
+        return (
+            f"{label}: no noise was added to this answer",
+            "No noise was added to this answer: the defense screened no token as risky, so "
+            "this answer has no privacy protection.",
+        )
+    if epsilon is None:
+        return (
+            f"{label}: not a differential-privacy guarantee",
+            f"Not a differential-privacy guarantee. Noise was added to {protected} of "
+            f"{total} tokens; the nominal epsilon of that noise schedule, "
+            f"{_fmt(realised)}, is shown for comparison only and protects nothing by itself.",
+        )
+    headline = (
+        f"{label}: ε {_fmt(epsilon)} calibrated for {limit} tokens · "
+        f"this answer used {_fmt(realised)} over {total}"
+    )
+    if epsilon > MEANINGFUL_EPSILON:
+        return headline, (
+            f"epsilon = {_fmt(epsilon)} (delta = {delta:g}) is far too large to mean "
+            "anything: this answer has no meaningful privacy guarantee."
+        )
+    guarantee = defense.guarantee
+    scope = (
+        "every token"
+        if guarantee.covers == "every token"
+        else f"the {protected} of {total} tokens screened as risky"
+    )
+    return headline, (
+        f"({_fmt(epsilon)}, {delta:g})-differential privacy for {scope} with respect "
+        f"to {guarantee.relation}, calibrated for an answer of up to {limit} tokens. "
+        f"This answer's {total} tokens used epsilon {_fmt(realised)} of it, "
+        "counted after the fact (not a guarantee: the length depends on the documents)."
     )

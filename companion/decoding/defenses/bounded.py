@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from companion.decoding.base import (
+    REPLACE_CONTEXT,
     BuildContext,
     Defense,
     Guarantee,
@@ -110,7 +111,7 @@ DEFENSE = Defense(
     summary="Calibrated Gaussian noise on the clipped shift the documents cause, every token.",
     guarantee=Guarantee(
         formal=True,
-        relation="replacing the whole retrieved context",
+        relation=REPLACE_CONTEXT,
         covers="every token",
         note="Covers every generated token (gamma = 1) with respect to replacing the whole "
         "retrieved context (so also adding or removing one document). The noise is "

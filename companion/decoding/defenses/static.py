@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from companion.decoding.base import (
+    REPLACE_CONTEXT,
     BuildContext,
     Defense,
     Guarantee,
@@ -69,7 +70,7 @@ DEFENSE = Defense(
     summary="Clipped logits plus Gaussian noise on every token.",
     guarantee=Guarantee(
         formal=True,
-        relation="replacing the whole retrieved context",
+        relation=REPLACE_CONTEXT,
         covers="every token",
         note="Gaussian noise of a fixed scale on the L2-clipped logits of every token "
         "(sensitivity 2C), so the noise does not depend on the documents; accounted by "
