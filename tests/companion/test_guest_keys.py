@@ -25,7 +25,7 @@ from companion.cli import main as veil
 from companion.keys import GUEST_ROUTES, KEY_PREFIX, KeyStore, keys_path, parse_expiry
 from companion.models import load_causal_lm
 from py_core.errors import InvalidParameterError
-from tests.companion.audit_support import audit_app
+from tests.companion.audit_support import SMALL
 
 BASE = "http://127.0.0.1:8765"
 NOTE = (
@@ -76,6 +76,32 @@ def _tiny_chat_model(folder: Path) -> Path:
     return folder
 
 
+class SameEmbedder:
+    """Every text gets the same vector: every chunk is as relevant as can be (cosine 1)."""
+
+    def encode(self, texts, **kwargs):
+        import numpy as np
+
+        return np.ones((len(texts), 384), dtype=np.float32)
+
+
+def _app(home: Path, folder: Path, opener: Any, **settings: Any) -> Any:
+    """The real app (every router, token, Host and Origin checks) on the tiny models."""
+    from companion.api.deps import get_audit_jobs
+    from companion.app import create_app
+    from companion.audit.jobs import JobManager
+    from companion.audit.service import ModelPool
+    from companion.settings import Settings
+
+    app = create_app(
+        Settings(home=home, model=str(folder), preload_model=False, **settings),
+        embedder=SameEmbedder(),
+    )
+    jobs = JobManager(pool=ModelPool(opener=opener), setup_config=SMALL)
+    app.dependency_overrides[get_audit_jobs] = lambda: jobs
+    return app
+
+
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     """The real app with a tiny chat model, two collections, and the owner's token set."""
@@ -86,13 +112,16 @@ def client(tmp_path_factory):
     mp.setenv("VEIL_HOME", str(home))
     folder = _tiny_chat_model(tmp_path_factory.mktemp("tiny"))
     loaded = load_causal_lm(str(folder), device="cpu")
-    app = audit_app(
+    app = _app(
         home,
+        folder,
         lambda spec, layer: TargetModel(loaded, layer=layer),
-        model=str(folder),
         retrieval_top_k=2,
         default_max_tokens=6,
         allow_seed=True,  # even then a guest cannot fix the seed
+        # The documents' own lifetime budgets (companion/rag/budget.py) are not what these
+        # tests are about: large enough never to run out here.
+        document_budget_epsilon=1e9,
     )
     with TestClient(app, base_url=BASE) as test_client:
         test_client.headers["Authorization"] = f"Bearer {app.state.token}"
@@ -502,3 +531,78 @@ def test_the_openai_sdk_works_with_a_guest_key(client):
     client.delete(f"/v1/keys/{key_id}")
     with pytest.raises(AuthenticationError, match="revoked"):
         sdk.models.list()
+
+
+# ---------------------------------------------------------------------------- the page
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_the_chat_page_creates_lists_and_revokes_guest_keys(tmp_path):
+    """In Chromium: the owner creates a key (shown once), sees it listed, and revokes it."""
+    import shutil
+    import threading
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("chromium is not installed")
+    import httpx
+    import uvicorn
+    from playwright.sync_api import sync_playwright
+
+    folder = _tiny_chat_model(tmp_path / "tiny")
+    port = _free_port()
+    app = _app(tmp_path, folder, None, port=port)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while not server.started:
+            assert time.time() < deadline and thread.is_alive(), "the companion did not start"
+            time.sleep(0.1)
+        owner = {"Authorization": f"Bearer {app.state.token}"}
+        upload = httpx.post(
+            f"{base}/v1/documents",
+            headers=owner,
+            files=[("files", ("visit.txt", NOTE, "text/plain"))],
+            data={"collection": "clinic"},
+        )
+        assert upload.status_code == 200, upload.text
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page()
+            page.goto(base + "/")
+            page.fill("#token", app.state.token)
+            page.click("#save-token")
+            page.wait_for_selector("#token-state:has-text('Connected')")
+            page.wait_for_selector("#collection option[value='clinic']", state="attached")
+            page.select_option("#collection", "clinic")
+            page.select_option("#defense", "bounded")
+            page.fill("#key-label", "for Ada")
+            page.fill("#key-budget", "20")
+            page.click("#key-create")
+            page.wait_for_selector("#key-new:not([hidden])")
+            raw = page.inner_text("#key-value").strip()
+            assert raw.startswith(KEY_PREFIX)
+            page.wait_for_selector("#key-list li:has-text('for Ada')")
+            item = page.inner_text("#key-list li:has-text('for Ada')")
+            assert "clinic" in item and "bounded" in item and "active" in item
+            guest = {"Authorization": f"Bearer {raw}"}
+            assert httpx.get(f"{base}/v1/models", headers=guest).status_code == 200
+            page.on("dialog", lambda dialog: dialog.accept())
+            page.click("#key-list li:has-text('for Ada') button")
+            page.wait_for_selector("#key-list li.revoked:has-text('for Ada')")
+            assert httpx.get(f"{base}/v1/models", headers=guest).status_code == 401
+            browser.close()
+    finally:
+        server.should_exit = True
+        thread.join(30)
