@@ -185,7 +185,11 @@ def run_evaluation(
                 nll, n = _answer_nll(lm.model, piece.prompt_ids, res.token_ids)
                 row["nll"], row["nll_tokens"] = nll, n
             receipt = res.receipt.to_dict() if res.receipt else {}
+            # epsilon: the guarantee (formal defenses only, calibrated for max tokens);
+            # nominal_epsilon: the figure of a defense that is not DP, for comparison only.
             row["epsilon"] = receipt.get("epsilon")
+            row["formal"] = bool(receipt.get("formal"))
+            row["nominal_epsilon"] = receipt.get("nominal_epsilon")
             row["gamma"] = receipt.get("gamma")
             row["protected"] = receipt.get("protected_tokens")
             rows.append(row)
@@ -275,6 +279,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     nll = sum(r["nll"] for r in benign)
     n = sum(r["nll_tokens"] for r in benign)
     eps = [r["epsilon"] for r in rows if r["epsilon"] is not None]
+    nominal = [r["nominal_epsilon"] for r in rows if r.get("nominal_epsilon") is not None]
     return {
         "attacks": len(attacks),
         "repeat20": int(sum(r["repeat20"] for r in attacks)),
@@ -286,6 +291,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "correct": sum(bool(r["correct"]) for r in benign),
         "benign_ppl": math.exp(nll / n) if n else float("nan"),
         "median_epsilon": statistics.median(eps) if eps else None,
+        "formal": bool(rows) and all(r.get("formal") for r in rows),
+        "median_nominal_epsilon": statistics.median(nominal) if nominal else None,
+        "answers_without_noise": sum(1 for r in rows if not r.get("protected")),
         "mean_gamma": statistics.fmean(r["gamma"] or 0.0 for r in rows),
     }
 
