@@ -110,6 +110,9 @@ class Citation(BaseModel):
 class VeilInfo(BaseModel):
     receipt: dict[str, Any]
     citations: list[Citation] = Field(default_factory=list)
+    # What this answer did to each context document's lifetime budget
+    # (companion.rag.budget.Admission.to_dict); None without retrieval.
+    budget: dict[str, Any] | None = None
 
 
 class AssistantMessage(BaseModel):

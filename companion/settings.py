@@ -65,6 +65,22 @@ class Settings(BaseSettings):
     generation_timeout_s: float = Field(default=300.0, gt=0)
     preload_model: bool = True
     allow_seed: bool = False  # a seeded generator is for tests and experiments only
+    # The lifetime budget of each document (companion/rag/budget.py): fixed for a store
+    # when it is first used; answers under a formal defense are charged against it.
+    document_budget_epsilon: float = Field(
+        default=10.0,
+        gt=0,
+        description="lifetime epsilon of each document over all answers (default: 10, the "
+        "largest epsilon Veil calls meaningful)",
+    )
+    document_budget_delta: float = Field(default=1e-6, gt=0, lt=1)
+    budget_relevance_threshold: float = Field(
+        default=0.3,
+        ge=-1.0,
+        le=1.0,
+        description="under a formal defense, a chunk enters the context only if its cosine "
+        "score reaches this; every document with such a chunk is charged",
+    )
 
     def resolved_home(self) -> Path:
         return Path(self.home) if self.home else veil_home()

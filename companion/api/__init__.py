@@ -12,7 +12,9 @@ ROUTERS: tuple[str, ...] = (
     "companion.api.chat",
     "companion.api.defenses",
     "companion.api.documents",
+    "companion.api.budget",
     "companion.api.audit",
+    "companion.api.keys",
 )
 
 OPTIONAL_ROUTERS: frozenset[str] = frozenset({"companion.api.audit"})

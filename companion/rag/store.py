@@ -8,12 +8,13 @@ connection guarded by a lock: the API calls the store from worker threads.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,36 @@ CREATE TABLE IF NOT EXISTS vectors (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS chunks_document ON chunks(document_id);
 CREATE INDEX IF NOT EXISTS documents_collection ON documents(collection_id);
+-- The per-document privacy budget (companion/rag/budget.py).  A document's spend is
+-- keyed by its content (sha256), so it follows the same bytes across collections
+-- and survives deleting and re-adding them; every change to a spend is one row of
+-- the append-only log, written in the same transaction.
+CREATE TABLE IF NOT EXISTS budget_spend (
+    sha256 TEXT PRIMARY KEY,
+    spent_rdp REAL NOT NULL CHECK (spent_rdp >= 0),
+    answers INTEGER NOT NULL CHECK (answers >= 0),
+    last_log_id INTEGER NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS budget_log (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('setup', 'charge', 'reset')),
+    sha256 TEXT,
+    document_id INTEGER,
+    document TEXT,
+    collection TEXT,
+    answer_id TEXT,
+    charge_rdp REAL,
+    spent_before REAL,
+    spent_after REAL,
+    detail TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS budget_log_sha ON budget_log(sha256);
+CREATE TRIGGER IF NOT EXISTS budget_log_no_update BEFORE UPDATE ON budget_log
+BEGIN SELECT RAISE(ABORT, 'the budget log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS budget_log_no_delete BEFORE DELETE ON budget_log
+BEGIN SELECT RAISE(ABORT, 'the budget log is append-only'); END;
 """
 
 _NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
@@ -117,6 +148,8 @@ class DocumentStore:
         self._conn.row_factory = sqlite3.Row
         with self._lock:
             self._conn.execute("PRAGMA journal_mode = WAL")
+            # Budget charges must survive a power cut, not only a killed process.
+            self._conn.execute("PRAGMA synchronous = FULL")
             self._conn.executescript(SCHEMA)
             row = self._conn.execute(
                 "SELECT value FROM meta WHERE key = 'embedding_model'"
@@ -338,3 +371,155 @@ class DocumentStore:
                     )
                 )
         return hits
+
+    # ------------------------------------------------------------------- budget
+    def scored_chunks(self, collection: str, query: np.ndarray, min_score: float) -> list[Hit]:
+        """Every chunk of ``collection`` whose cosine score is >= ``min_score``, best first."""
+        validate_collection_name(collection)
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        q = q / max(float(np.linalg.norm(q)), 1e-12)
+        with self._lock:
+            matrix = self._matrix(collection)
+            if matrix.ids.size == 0:
+                return []
+            if matrix.vectors.shape[1] != q.shape[0]:
+                raise InvalidParameterError(
+                    f"query has {q.shape[0]} dimensions, the store {matrix.vectors.shape[1]}"
+                )
+            scores = matrix.vectors @ q
+            order = [int(i) for i in np.argsort(-scores, kind="stable") if scores[i] >= min_score]
+            hits = []
+            for i in order:
+                row = self._conn.execute(
+                    'SELECT k.id, k.document_id, k.idx, k.text, k.start, k."end", d.name '
+                    "FROM chunks k JOIN documents d ON d.id = k.document_id WHERE k.id = ?",
+                    (int(matrix.ids[i]),),
+                ).fetchone()
+                hits.append(
+                    Hit(
+                        chunk_id=int(row["id"]),
+                        document_id=int(row["document_id"]),
+                        document=row["name"],
+                        collection=collection,
+                        index=int(row["idx"]),
+                        text=row["text"],
+                        start=int(row["start"]),
+                        end=int(row["end"]),
+                        score=float(scores[i]),
+                    )
+                )
+        return hits
+
+    @contextlib.contextmanager
+    def budget_transaction(self) -> Iterator[BudgetTransaction]:
+        """One write transaction (``BEGIN IMMEDIATE``) over the budget tables: all or nothing."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield BudgetTransaction(self._conn)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def budget_rows(self, collection: str | None = None) -> list[dict[str, Any]]:
+        """Every document (of ``collection``) with its spend (0 if never charged)."""
+        query = (
+            "SELECT d.id AS document_id, d.name AS document, c.name AS collection, d.sha256, "
+            "COALESCE(s.spent_rdp, 0.0) AS spent_rdp, COALESCE(s.answers, 0) AS answers, "
+            "s.updated AS updated FROM documents d JOIN collections c ON c.id = d.collection_id "
+            "LEFT JOIN budget_spend s ON s.sha256 = d.sha256"
+        )
+        with self._lock:
+            if collection is None:
+                rows = self._conn.execute(query + " ORDER BY d.id").fetchall()
+            else:
+                validate_collection_name(collection)
+                rows = self._conn.execute(
+                    query + " WHERE c.name = ? ORDER BY d.id", (collection,)
+                ).fetchall()
+        return [dict(r) for r in rows]
+
+    def budget_log(self, limit: int = 100, sha256: str | None = None) -> list[dict[str, Any]]:
+        """The newest ``limit`` rows of the budget log (of one document's content), newest first."""
+        with self._lock:
+            if sha256 is None:
+                rows = self._conn.execute(
+                    "SELECT * FROM budget_log ORDER BY id DESC LIMIT ?", (limit,)
+                ).fetchall()
+            else:
+                rows = self._conn.execute(
+                    "SELECT * FROM budget_log WHERE sha256 = ? ORDER BY id DESC LIMIT ?",
+                    (sha256, limit),
+                ).fetchall()
+        return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetTransaction:
+    """The budget tables inside one open write transaction (see ``budget_transaction``)."""
+
+    conn: sqlite3.Connection
+
+    def meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row["value"])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def spent(self, shas: Sequence[str]) -> dict[str, tuple[float, int]]:
+        """(spent RDP, answers charged) of each content hash (absent: never charged)."""
+        result: dict[str, tuple[float, int]] = {}
+        for sha in set(shas):
+            row = self.conn.execute(
+                "SELECT spent_rdp, answers FROM budget_spend WHERE sha256 = ?", (sha,)
+            ).fetchone()
+            if row is not None:
+                result[sha] = (float(row["spent_rdp"]), int(row["answers"]))
+        return result
+
+    def document_shas(self, document_ids: Sequence[int]) -> dict[int, sqlite3.Row]:
+        rows = {}
+        for doc_id in set(document_ids):
+            row = self.conn.execute(
+                "SELECT d.id, d.name, d.sha256, c.name AS collection FROM documents d "
+                "JOIN collections c ON c.id = d.collection_id WHERE d.id = ?",
+                (int(doc_id),),
+            ).fetchone()
+            if row is not None:
+                rows[int(doc_id)] = row
+        return rows
+
+    def log(self, kind: str, detail: dict[str, Any], **columns: Any) -> int:
+        names = ["ts", "kind", "detail", *columns]
+        values = [time.time(), kind, json.dumps(detail, sort_keys=True), *columns.values()]
+        cur = self.conn.execute(
+            f"INSERT INTO budget_log ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
+            values,
+        )
+        return int(cur.lastrowid or 0)
+
+    def set_spent(
+        self,
+        sha: str,
+        *,
+        kind: str,
+        spent_after: float,
+        answers: int,
+        detail: dict[str, Any],
+        **columns: Any,
+    ) -> int:
+        """Change one spend and append its log row (same transaction); the log row's id."""
+        before = self.spent([sha]).get(sha, (0.0, 0))[0]
+        log_id = self.log(
+            kind, detail, sha256=sha, spent_before=before, spent_after=spent_after, **columns
+        )
+        self.conn.execute(
+            "INSERT INTO budget_spend (sha256, spent_rdp, answers, last_log_id, updated) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (sha256) DO UPDATE SET "
+            "spent_rdp = excluded.spent_rdp, answers = excluded.answers, "
+            "last_log_id = excluded.last_log_id, updated = excluded.updated",
+            (sha, spent_after, answers, log_id, time.time()),
+        )
+        return log_id

@@ -1,0 +1,422 @@
+"""A lifetime privacy budget per document: Feldman and Zrnic's individual Rényi filter.
+
+Every answer under a formal decoding defense charges the documents it may
+depend on the RDP, at the filter's one fixed order, of the mechanism as it was
+calibrated before generation (:meth:`companion.decoding.base.Defense.calibrated_events`);
+a document is admitted to an answer only while its spend plus that charge stays
+within its budget, so a spend never exceeds the budget and the whole sequence of
+answers is ``(epsilon, delta)``-DP for each document (docs/methods/decoding.md,
+"Per-document budget").  The arithmetic is :class:`py_core.accounting.IndividualRdpFilter`;
+the state lives in the SQLite store (``budget_spend`` and the append-only
+``budget_log``, one transaction per answer) and is changed only by charges and by
+the owner's explicit, logged resets.
+
+Which documents an answer may depend on: under a formal defense retrieval is
+*thresholded* -- the candidates are the admitted documents with a chunk whose
+cosine score reaches ``threshold``, every candidate is charged, and the context
+is the top-k chunks among the candidates.  Whether a document is charged then
+depends only on that document and the (public) question, never on the others,
+which is what the filter's proof needs (plain top-k would let one document's
+presence change another's spend, and so what later answers retrieve).
+
+``is_guest`` is the one switch between the owner's and a guest's view: both are
+filtered alike under a formal defense (the owner is told which documents were
+left out); under a defense without a guarantee nothing is charged, guests never
+get a document that could no longer pay for a reference answer, and the owner
+gets every document with a warning.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from py_core.accounting import IndividualRdpFilter, filter_order
+from py_core.errors import InvalidParameterError
+
+if TYPE_CHECKING:
+    from companion.rag.service import RagService
+    from companion.rag.store import BudgetTransaction, DocumentStore, Hit
+    from companion.settings import Settings
+
+__all__ = ["Admission", "DocumentBudget", "DocumentCharge", "planned_charge"]
+
+
+class UnknownDocumentError(InvalidParameterError):
+    """A reset named documents the store does not hold."""
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentCharge:
+    """What one answer did to one document's budget (figures after the charge)."""
+
+    document_id: int
+    document: str
+    charge_rdp: float
+    charge_epsilon: float
+    spent_rdp: float
+    spent_epsilon: float
+    remaining_rdp: float
+    remaining_epsilon: float
+    answers: int
+    in_context: bool  # among the top-k chunks (every candidate is charged)
+
+
+@dataclass(slots=True)
+class Admission:
+    """The context of one answer and what it charged; ``to_dict`` is ``veil.budget``."""
+
+    hits: list[Hit]
+    defense: str
+    formal: bool
+    filter: dict[str, Any]
+    charge_rdp: float | None = None
+    charge_epsilon: float | None = None
+    threshold: float | None = None
+    charged: list[DocumentCharge] = field(default_factory=list)
+    excluded: list[dict[str, Any]] = field(default_factory=list)
+    exhausted_in_context: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def covered(self) -> bool:
+        """Whether the answer's tokens are inside every context document's budget."""
+        return self.formal and self.charge_rdp is not None and math.isfinite(self.charge_rdp)
+
+    def note(self) -> str:
+        if not self.formal:
+            text = (
+                f"The {self.defense} defense gives no differential-privacy guarantee, so this "
+                "answer is not covered by the documents' lifetime budgets and charged nothing."
+            )
+            if self.exhausted_in_context:
+                names = ", ".join(d["document"] for d in self.exhausted_in_context)
+                text += f" Documents whose budget is spent were used anyway (owner): {names}."
+            return text
+        if not self.covered:
+            return (
+                f"The {self.defense} defense states no calibrated cost, so no document could "
+                "pay for this answer: it was given no context."
+            )
+        text = (
+            f"This answer charged each of the {len(self.charged)} document(s) with a chunk "
+            f"scoring at least {self.threshold:g} {self.charge_rdp:.4g} of RDP at order "
+            f"{self.filter['order']:g} (ε {self.charge_epsilon:.3g} on its own) from a lifetime "
+            f"budget of (ε {self.filter['epsilon']:g}, δ {self.filter['delta']:g})."
+        )
+        if self.excluded:
+            text += (
+                f" {len(self.excluded)} document(s) had too little budget left for it and were "
+                "not retrieved."
+            )
+        return text
+
+    def to_dict(self, *, is_guest: bool) -> dict[str, Any]:
+        common = {
+            "covered": self.covered,
+            "defense": self.defense,
+            "formal": self.formal,
+            "charge_rdp": self.charge_rdp,
+            "charge_epsilon": self.charge_epsilon,
+            "order": self.filter["order"],
+        }
+        if is_guest:  # which documents were retrieved, or are spent, is not a guest's to see
+            return {**common, "documents_charged": len(self.charged), "note": self.note()}
+        return {
+            **common,
+            "budget_epsilon": self.filter["epsilon"],
+            "budget_delta": self.filter["delta"],
+            "budget_rdp": self.filter["budget_rdp"],
+            "threshold": self.threshold,
+            "documents": [asdict(c) for c in self.charged],
+            "excluded": self.excluded,
+            "exhausted_in_context": self.exhausted_in_context,
+            "note": self.note(),
+        }
+
+
+def planned_charge(defense: Any, max_tokens: int, flt: IndividualRdpFilter) -> float | None:
+    """The RDP at the filter's order of an answer, as calibrated before generation.
+
+    ``defense`` is a :class:`companion.decoding.config.DefenseConfig`.  None for a
+    defense without a formal guarantee (nothing to charge); infinity for a formal
+    one that states no calibrated events (no document can pay: fail closed).
+    """
+    entry = defense.defense
+    if not entry.guarantee.formal:
+        return None
+    events = entry.calibrated_events(defense.params, max_tokens)
+    if not events:
+        return math.inf
+    return flt.charge_of(events)
+
+
+@cache
+def _reference_events(max_tokens: int) -> tuple[Any, ...]:
+    from companion.decoding.config import DefenseConfig
+
+    ref = DefenseConfig.from_options("bounded")
+    return tuple(ref.defense.calibrated_events(ref.params, max_tokens))
+
+
+class DocumentBudget:
+    """The store's per-document filter: admission, charges, the owner's view and resets.
+
+    The filter's ``(epsilon, delta)`` and order are fixed when a store is first
+    used (recorded in ``meta`` and as the log's ``setup`` row) and never change
+    afterwards: settings that ask for another budget are reported, not applied.
+    """
+
+    def __init__(
+        self,
+        store: DocumentStore,
+        *,
+        epsilon: float,
+        delta: float,
+        threshold: float,
+        reference_max_tokens: int = 256,
+    ) -> None:
+        self.store = store
+        self.threshold = float(threshold)
+        self.configured = (float(epsilon), float(delta))
+        with store.budget_transaction() as tx:
+            saved = tx.meta("budget_epsilon")
+            if saved is None:
+                order = filter_order(epsilon, delta)
+                self.filter = IndividualRdpFilter(epsilon, delta, order)
+                for key, value in (("epsilon", epsilon), ("delta", delta), ("order", order)):
+                    tx.set_meta(f"budget_{key}", repr(float(value)))
+                tx.log("setup", self._params())
+            else:
+                self.filter = IndividualRdpFilter(
+                    float(saved),
+                    float(tx.meta("budget_delta") or "nan"),
+                    float(tx.meta("budget_order") or "nan"),
+                )
+        self.reference_rdp = min(
+            self.filter.budget, self.filter.charge_of(_reference_events(reference_max_tokens))
+        )
+
+    @classmethod
+    def for_settings(cls, store: DocumentStore, settings: Settings) -> DocumentBudget:
+        return cls(
+            store,
+            epsilon=settings.document_budget_epsilon,
+            delta=settings.document_budget_delta,
+            threshold=settings.budget_relevance_threshold,
+            reference_max_tokens=settings.default_max_tokens,
+        )
+
+    # ----------------------------------------------------------------- figures
+    def _params(self) -> dict[str, Any]:
+        f = self.filter
+        return {"epsilon": f.epsilon, "delta": f.delta, "order": f.order, "budget_rdp": f.budget}
+
+    def _epsilon(self, rdp: float) -> float:
+        return self.filter.epsilon_of(rdp)
+
+    def exhausted(self, spent: float) -> bool:
+        """Too little left for one reference answer (``bounded`` at its defaults)."""
+        return not self.filter.admits(spent, self.reference_rdp)
+
+    def describe(self, row: dict[str, Any]) -> dict[str, Any]:
+        """One document's budget as the owner sees it."""
+        spent = float(row["spent_rdp"])
+        remaining = self.filter.remaining(spent)
+        return {
+            "document_id": row["document_id"],
+            "document": row["document"],
+            "collection": row["collection"],
+            "sha256": row["sha256"],
+            "spent_rdp": spent,
+            "spent_epsilon": self._epsilon(spent),
+            "remaining_rdp": remaining,
+            "remaining_epsilon": max(0.0, self.filter.epsilon - self._epsilon(spent)),
+            "answers": int(row["answers"]),
+            "answers_left": int(remaining // self.reference_rdp) if self.reference_rdp else 0,
+            "exhausted": self.exhausted(spent),
+            "updated": row["updated"],
+        }
+
+    def status(self, collection: str | None = None) -> dict[str, Any]:
+        """The filter's parameters and every document's spend (the owner's ``GET /v1/budget``)."""
+        eps, delta = self.configured
+        mismatch = (eps, delta) != (self.filter.epsilon, self.filter.delta)
+        return {
+            "filter": {
+                **self._params(),
+                "reference_rdp": self.reference_rdp,
+                "threshold": self.threshold,
+                "settings_epsilon": eps,
+                "settings_delta": delta,
+                "settings_apply": not mismatch,
+            },
+            "documents": [self.describe(r) for r in self.store.budget_rows(collection)],
+        }
+
+    # ----------------------------------------------------------------- answers
+    def retrieve(
+        self,
+        rag: RagService,
+        query: str,
+        collection: str,
+        k: int,
+        *,
+        defense: Any,
+        max_tokens: int,
+        is_guest: bool,
+        answer_id: str,
+    ) -> Admission:
+        """The answer's context, with its documents charged in one transaction, before generation.
+
+        ``defense`` is a :class:`companion.decoding.config.DefenseConfig`.
+        """
+        charge = planned_charge(defense, max_tokens, self.filter)
+        admission = Admission(
+            hits=[], defense=defense.name, formal=charge is not None, filter=self._params()
+        )
+        vector = rag.embed([query])[0]
+        if charge is None:
+            self._unguaranteed(admission, vector, collection, k, is_guest=is_guest)
+            return admission
+        admission.charge_rdp = charge
+        admission.charge_epsilon = self._epsilon(charge) if math.isfinite(charge) else None
+        admission.threshold = self.threshold
+        with self.store.budget_transaction() as tx:
+            candidates = self.store.scored_chunks(collection, vector, self.threshold)
+            docs = tx.document_shas([h.document_id for h in candidates])
+            spent = tx.spent([row["sha256"] for row in docs.values()])
+            admitted: list[int] = []
+            for doc_id, row in docs.items():
+                used, _answers = spent.get(row["sha256"], (0.0, 0))
+                if self.filter.admits(used, charge):
+                    admitted.append(doc_id)
+                elif not is_guest:
+                    admission.excluded.append(
+                        {
+                            "document_id": doc_id,
+                            "document": row["name"],
+                            "spent_rdp": used,
+                            "remaining_rdp": self.filter.remaining(used),
+                            "reason": "too little budget left for this answer",
+                        }
+                    )
+            admission.hits = [h for h in candidates if h.document_id in admitted][:k]
+            in_context = {h.document_id for h in admission.hits}
+            for doc_id in sorted(admitted):
+                row = docs[doc_id]
+                admission.charged.append(
+                    self._charge(
+                        tx,
+                        row,
+                        spent,
+                        charge,
+                        answer_id,
+                        defense,
+                        max_tokens,
+                        in_context=doc_id in in_context,
+                    )
+                )
+        return admission
+
+    def _charge(
+        self,
+        tx: BudgetTransaction,
+        row: Any,
+        spent: dict[str, tuple[float, int]],
+        charge: float,
+        answer_id: str,
+        defense: Any,
+        max_tokens: int,
+        *,
+        in_context: bool,
+    ) -> DocumentCharge:
+        sha = row["sha256"]
+        used, answers = spent.get(sha, (0.0, 0))
+        after = used + charge
+        tx.set_spent(
+            sha,
+            kind="charge",
+            spent_after=after,
+            answers=answers + 1,
+            detail={
+                "defense": defense.to_dict(),
+                "max_tokens": max_tokens,
+                "order": self.filter.order,
+                "in_context": in_context,
+            },
+            document_id=int(row["id"]),
+            document=row["name"],
+            collection=row["collection"],
+            answer_id=answer_id,
+            charge_rdp=charge,
+        )
+        spent[sha] = (after, answers + 1)
+        return DocumentCharge(
+            document_id=int(row["id"]),
+            document=row["name"],
+            charge_rdp=charge,
+            charge_epsilon=self._epsilon(charge),
+            spent_rdp=after,
+            spent_epsilon=self._epsilon(after),
+            remaining_rdp=self.filter.remaining(after),
+            remaining_epsilon=max(0.0, self.filter.epsilon - self._epsilon(after)),
+            answers=answers + 1,
+            in_context=in_context,
+        )
+
+    def _unguaranteed(
+        self, admission: Admission, vector: Any, collection: str, k: int, *, is_guest: bool
+    ) -> None:
+        """No guarantee, no charge: guests lose spent documents, the owner is warned."""
+        store = self.store
+        spent = {r["document_id"]: float(r["spent_rdp"]) for r in store.budget_rows(collection)}
+        exhausted = {doc for doc, used in spent.items() if self.exhausted(used)}
+        if not is_guest:
+            admission.hits = store.search(collection, vector, k)
+            names = {
+                h.document_id: h.document for h in admission.hits if h.document_id in exhausted
+            }
+            admission.exhausted_in_context = [
+                {"document_id": doc, "document": name} for doc, name in sorted(names.items())
+            ]
+            return
+        total = store.chunk_count(collection)
+        n = k
+        while True:
+            hits = store.search(collection, vector, n)
+            kept = [h for h in hits if h.document_id not in exhausted]
+            if len(kept) >= k or n >= total:
+                admission.hits = kept[:k]
+                return
+            n = min(total, 2 * n)
+
+    # ------------------------------------------------------------------- reset
+    def reset(self, document_ids: list[int], reason: str) -> list[dict[str, Any]]:
+        """Set the named documents' spend back to zero, logged; every id must exist."""
+        with self.store.budget_transaction() as tx:
+            docs = tx.document_shas(document_ids)
+            missing = sorted(set(document_ids) - set(docs))
+            if missing:
+                raise UnknownDocumentError(f"no document with id(s) {missing}; nothing was reset")
+            spent = tx.spent([row["sha256"] for row in docs.values()])
+            done: set[str] = set()
+            for doc_id in sorted(docs):
+                row = docs[doc_id]
+                if row["sha256"] in done:
+                    continue
+                done.add(row["sha256"])
+                before, answers = spent.get(row["sha256"], (0.0, 0))
+                tx.set_spent(
+                    row["sha256"],
+                    kind="reset",
+                    spent_after=0.0,
+                    answers=0,
+                    detail={"reason": reason, "answers_before": answers, "spent_before": before},
+                    document_id=doc_id,
+                    document=row["name"],
+                    collection=row["collection"],
+                )
+        wanted = set(document_ids)
+        return [self.describe(r) for r in self.store.budget_rows() if r["document_id"] in wanted]
