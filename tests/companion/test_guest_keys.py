@@ -606,3 +606,30 @@ def test_the_chat_page_creates_lists_and_revokes_guest_keys(tmp_path):
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+# ------------------------------------------------------------- the PAD evaluation's guest path
+
+
+@pytest.mark.parametrize("allow_titles", [False, True])
+def test_the_pad_attacks_sent_with_a_guest_key_leak_nothing_through_citations(
+    tmp_path, allow_titles
+):
+    """evals/pad/guest.py: the owner's citations carry the records, a guest key's carry nothing."""
+    from evals.pad.config import Config
+    from evals.pad.guest import run_guest_check
+
+    folder = _tiny_chat_model(tmp_path / "tiny")
+    small = Config(
+        records=4, attacks=2, targeted=1, benign=0, attack_tokens=1, benign_tokens=1, smoke=True
+    )
+    result = run_guest_check(
+        small, model=str(folder), embedder=SameEmbedder(), allow_titles=allow_titles
+    )
+    assert result["prompts"] == 3
+    assert result["owner"]["max_longest_run"] >= 20 and result["owner"]["pii_values_found"] > 0
+    assert result["owner"]["citations_with_text"] == 3 * small.top_k
+    assert result["guest"]["sources"] == 3 * small.top_k  # the chunks were retrieved
+    assert result["guest"]["max_longest_run"] == 0 and result["guest"]["pii_values_found"] == 0
+    assert result["guest"]["citations_with_text"] == 0 and not result["guest_leaks"]
+    assert result["guest"]["receipt_longest_run"] < 10
