@@ -4,6 +4,11 @@
 //
 //   node extension/build.mjs            build
 //   node extension/build.mjs --if-stale build only if the sources changed
+//   node extension/build.mjs --test-switches [--if-stale]
+//                                       build/extension-test/: the same, with
+//                                       the e2e tests' switches compiled in
+//                                       (chrome.storage "veilTestSwitches";
+//                                       the release build has none)
 //
 // Bundles Pyodide's runtime files from node_modules/pyodide and every file of
 // the py_core package (plus the JSON bridge) into python/veil_core.zip;
@@ -18,8 +23,9 @@ import * as esbuild from "esbuild";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, "..");
-const OUT = path.join(ROOT, "build", "extension");
-const ZIP_OUT = path.join(ROOT, "build", "veil-extension.zip");
+const TEST_SWITCHES = process.argv.includes("--test-switches");
+const OUT = path.join(ROOT, "build", TEST_SWITCHES ? "extension-test" : "extension");
+const ZIP_OUT = TEST_SWITCHES ? null : path.join(ROOT, "build", "veil-extension.zip");
 const PYODIDE_DIR = path.join(ROOT, "node_modules", "pyodide");
 const PYODIDE_FILES = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"];
 const PY_CORE = path.join(ROOT, "py_core");
@@ -187,7 +193,7 @@ async function build() {
     sourcemap: false,
     target: "chrome116",
     legalComments: "none",
-    define: { __VEIL_BUILD_ID__: JSON.stringify(hash) },
+    define: { __VEIL_BUILD_ID__: JSON.stringify(hash), __VEIL_TEST_SWITCHES__: JSON.stringify(TEST_SWITCHES) },
     logLevel: "warning",
   };
   await esbuild.build({
@@ -204,7 +210,11 @@ async function build() {
   });
   await esbuild.build({
     ...common,
-    entryPoints: { content: path.join(HERE, "src", "content.js"), "offscreen-early": path.join(HERE, "src", "offscreen-early.js") },
+    entryPoints: {
+      content: path.join(HERE, "src", "content.js"),
+      guard: path.join(HERE, "src", "guard.js"),
+      "offscreen-early": path.join(HERE, "src", "offscreen-early.js"),
+    },
     format: "iife",
     outdir: OUT,
   });
@@ -220,19 +230,22 @@ async function build() {
   const manifest = JSON.parse(fs.readFileSync(path.join(HERE, "static", "manifest.json"), "utf8"));
   manifest.version = pkg.version;
   manifest.host_permissions = builtinMatchPatterns();
-  manifest.content_scripts[0].matches = builtinMatchPatterns();
+  // Both content scripts on every built-in site: content.js (Veil's isolated
+  // world) and guard.js (the network guard, in the page's own world).
+  for (const script of manifest.content_scripts) script.matches = builtinMatchPatterns();
   fs.writeFileSync(path.join(OUT, "manifest.json"), JSON.stringify(manifest, null, 2));
   fs.writeFileSync(path.join(OUT, "build-info.json"), JSON.stringify({ sourceHash: hash, pyodide: "314.0.7", builtAt: new Date().toISOString() }, null, 2));
 
   const files = walk(OUT).map((rel) => [rel.split(path.sep).join("/"), fs.readFileSync(path.join(OUT, rel))]);
-  fs.writeFileSync(ZIP_OUT, makeZip(files, { deflate: true }));
+  if (ZIP_OUT) fs.writeFileSync(ZIP_OUT, makeZip(files, { deflate: true }));
   const size = files.reduce((n, [, b]) => n + b.length, 0);
-  console.log(`built ${path.relative(ROOT, OUT)} (${files.length} files, ${(size / 1e6).toFixed(1)} MB) and ${path.relative(ROOT, ZIP_OUT)} in ${((Date.now() - started) / 1000).toFixed(1)} s; source hash ${hash}`);
+  const zipNote = ZIP_OUT ? ` and ${path.relative(ROOT, ZIP_OUT)}` : "";
+  console.log(`built ${path.relative(ROOT, OUT)} (${files.length} files, ${(size / 1e6).toFixed(1)} MB)${zipNote} in ${((Date.now() - started) / 1000).toFixed(1)} s; source hash ${hash}`);
 }
 
 function isStale() {
   const info = path.join(OUT, "build-info.json");
-  if (!fs.existsSync(info) || !fs.existsSync(ZIP_OUT)) return true;
+  if (!fs.existsSync(info) || (ZIP_OUT && !fs.existsSync(ZIP_OUT))) return true;
   return JSON.parse(fs.readFileSync(info, "utf8")).sourceHash !== sourceHash();
 }
 

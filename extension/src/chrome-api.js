@@ -60,7 +60,8 @@ export const ext = {
     registered: (ids) => chromeNow().scripting.getRegisteredContentScripts({ ids }),
     register: (scripts) => chromeNow().scripting.registerContentScripts(scripts),
     unregister: (ids) => chromeNow().scripting.unregisterContentScripts({ ids }),
-    inject: (tabId, files) => chromeNow().scripting.executeScript({ target: { tabId }, files }),
+    /** Run `files` in a tab now, in Veil's isolated world or (world "MAIN") the page's own. */
+    inject: (tabId, files, world = "ISOLATED") => chromeNow().scripting.executeScript({ target: { tabId }, files, world }),
   },
   /** Run `fn` while holding a named Web Lock (serialises read-modify-write of storage). */
   withLock(name, fn) {

@@ -1,29 +1,80 @@
-// The content script: catches a send (Enter, a click on the send button, a
-// form submit) in the capture phase from document_start, has the prompt
-// protected by the core, writes the protected text back through the editor and
-// lets the site's own code send it. Fail closed: without a protected text,
-// nothing is sent unless the person chose "send unprotected" for the site.
+// The content script (Veil's isolated world, from document_start). While an
+// editor holds text Veil has not protected, every activation that could send
+// it is caught in the capture phase -- Enter and Ctrl/Cmd+Enter in the
+// editor, a form submission, and a click (pointerdown, mousedown, click, or
+// Enter/Space on a focused control) on any clickable element of the editor's
+// composer region (its form, or its nearest ancestor that also holds a
+// button). The prompt is protected by the core, written back through the
+// editor, and the activation is replayed so the site's own code sends the
+// protected text. The adapter's selectors (sites.js) only make this precise:
+// the composer rule does not depend on them. A control that is clearly not a
+// send (attach, voice, a menu) passes, and Veil watches whether the text left.
+//
+// Behind it, the network guard (guard.js, in the page's world) refuses any
+// request that still carries the unprotected text; this script tells it which
+// texts are approved and, when it refuses one, protects the prompt, puts it
+// back in the box and says what happened. Fail closed: without a protected
+// text nothing is sent, unless the person chose "send unprotected" for the
+// site -- the only way an original leaves.
+
+/* global __VEIL_TEST_SWITCHES__ */
 
 import { GENERIC_ADAPTER, customSiteId, siteForUrl } from "./sites.js";
-import { editableRoot, editorKind, findEditor, readText, sameText, writeText } from "./editors.js";
+import { editableRoot, editorKind, findFirst, readText, sameText, writeText } from "./editors.js";
 import { Msg, Target, message, ok } from "./messages.js";
 import { normalizeSettings } from "./settings.js";
 import { ext } from "./chrome-api.js";
 
 const NOTICE_TAG = "veil-notice";
+const OFF_TAG = "veil-off";
+const TO_GUARD = "veil:to-guard";
+const FROM_GUARD = "veil:from-guard";
+
+// What counts as a control in a composer region (besides anything drawn with
+// a pointer cursor).
+const CLICKABLE =
+  "button, [role=button], input[type=submit], input[type=button], input[type=image], a[href], [onclick], [tabindex]:not([tabindex='-1'])";
+const NOT_SEND_ROLE =
+  "input[type=file], select, input[type=checkbox], input[type=radio], input[type=text], [role=menuitem], [role=tab], [role=checkbox], [role=switch], [role=option], [role=combobox], [aria-haspopup]:not([aria-haspopup=false]), [aria-expanded]";
+const SEND_WORDS = /\b(send|submit|ask|go)\b/i;
+const NOT_SEND_WORDS =
+  /attach|upload|file|image|photo|camera|voice|micro|dictat|record|audio|model|menu|more|option|setting|emoji|tool|search|think|reason|style|\b(add|plus|mic|mode|web|close|cancel|stop|copy|share)\b/i;
+
+/** A control a person would not call "send" (attach, voice, a picker). */
+function clearlyNotSend(control) {
+  if (control.matches(NOT_SEND_ROLE) || control.querySelector("input[type=file]")) return true;
+  const text = (control.textContent || "").trim();
+  const label = ["aria-label", "title", "data-testid", "name", "id"].map((a) => control.getAttribute(a) || "").join(" ") + " " + (text.length <= 40 ? text : "");
+  if (SEND_WORDS.test(label)) return false;
+  return NOT_SEND_WORDS.test(label);
+}
 
 function main() {
   const builtin = siteForUrl(location.href);
   let settings = null; // null until read; until then every send is intercepted
+  let switches = {}; // the e2e tests' switches (test builds only)
   let busy = false;
   let bypass = 0;
-  let justWritten = null; // {editor, text, until}: our own protected text on its way out
+  let gesture = null; // an intercepted click whose events are still arriving
+  let lastEditor = null; // the editable root the person last used
+  const written = new WeakMap(); // editor -> the protected text Veil wrote into it
+  const enterIsNewline = new WeakSet(); // editors where a plain Enter turned out to be a line break
+  const learned = new WeakSet(); // controls that took the text out of the editor
+  let guard = { ready: false, active: false, blocked: 0, checked: 0 };
+  let lastReported = "";
 
-  ext.storage.local.get("settings").then(({ settings: stored }) => {
-    settings = normalizeSettings(stored);
+  ext.storage.local.get(__VEIL_TEST_SWITCHES__ ? ["settings", "veilTestSwitches"] : "settings").then((stored) => {
+    settings = normalizeSettings(stored.settings);
+    if (__VEIL_TEST_SWITCHES__) switches = stored.veilTestSwitches || {};
+    tellGuardState();
+    renderOff();
   });
   ext.storage.onChanged((changes, area) => {
-    if (area === "local" && changes.settings) settings = normalizeSettings(changes.settings.newValue);
+    if (area !== "local") return;
+    if (changes.settings) settings = normalizeSettings(changes.settings.newValue);
+    if (__VEIL_TEST_SWITCHES__ && changes.veilTestSwitches) switches = changes.veilTestSwitches.newValue || {};
+    tellGuardState();
+    renderOff();
   });
 
   function siteId() {
@@ -46,26 +97,152 @@ function main() {
     return site === null || site === undefined ? settings === null : site.enabled;
   }
 
-  function isOurs(editor) {
-    return Boolean(justWritten && justWritten.editor === editor && Date.now() < justWritten.until && sameText(readText(editor), justWritten.text));
+  /** The DOM interception (the test build can turn it off to test the network guard alone). */
+  function domInterception() {
+    return !(__VEIL_TEST_SWITCHES__ && switches.domInterception === false);
   }
 
-  function editorForTarget(target, ad) {
-    const root = editableRoot(target);
-    if (!root) return null;
-    const editor = findEditor(ad, target);
-    return editor && (editor === root || editor.contains(root) || root.contains(editor)) ? editor : null;
+  // ------------------------------------------------------------ the guard
+
+  function toGuard(data) {
+    document.dispatchEvent(new CustomEvent(TO_GUARD, { detail: JSON.stringify(data) }));
   }
 
-  function sendButtonFor(target, ad) {
-    if (!(target instanceof Element)) return null;
-    for (const selector of ad.send) {
-      try {
-        const button = target.closest(selector);
-        if (button) return button;
-      } catch {
-        /* a selector this browser cannot parse */
+  function tellGuardState() {
+    toGuard({ type: "state", protected: Boolean(adapter()) && intercepting() });
+  }
+
+  function approve(text, original) {
+    toGuard({ type: "approve", text, original: original ?? null });
+  }
+
+  document.addEventListener(FROM_GUARD, (event) => {
+    let msg;
+    try {
+      msg = JSON.parse(event.detail);
+    } catch {
+      return;
+    }
+    if (msg.type === "ready") {
+      guard.ready = true;
+      if (settings) tellGuardState();
+      else toGuard({ type: "hello" });
+    } else if (msg.type === "status") {
+      guard = { ready: true, active: msg.active, blocked: msg.blocked, checked: msg.checked };
+    } else if (msg.type === "blocked") {
+      guard.ready = true;
+      guard.blocked += 1;
+      // Let the site's handler finish (it may clear the box after sending).
+      setTimeout(() => afterGuardBlocked(msg), 0);
+    }
+  });
+  toGuard({ type: "hello" });
+
+  // ------------------------------------------------------------ editors
+
+  function isOurs(editor, text) {
+    const mine = written.get(editor);
+    return mine !== undefined && sameText(text, mine, { loose: true });
+  }
+
+  function unprotectedText(editor) {
+    if (!editor?.isConnected) return null;
+    const text = readText(editor);
+    return text.trim() && !isOurs(editor, text) ? text : null;
+  }
+
+  /** {editor, foundBy}: the adapter's selectors, else the editor last typed into, else the focused one. */
+  function editorInfo() {
+    const ad = adapter();
+    const byAdapter = ad ? findFirst(document, ad.editor) : null;
+    if (byAdapter) return { editor: editableRoot(byAdapter) || byAdapter, foundBy: "adapter" };
+    if (lastEditor?.isConnected) return { editor: lastEditor, foundBy: "typing" };
+    const focused = editableRoot(document.activeElement);
+    if (focused) return { editor: focused, foundBy: "focus" };
+    return { editor: null, foundBy: null };
+  }
+
+  function candidateEditors() {
+    const list = [];
+    const add = (e) => e && e.isConnected && !list.includes(e) && list.push(e);
+    add(editorInfo().editor);
+    add(lastEditor);
+    add(editableRoot(document.activeElement));
+    return list;
+  }
+
+  const noteEditor = (event) => {
+    const root = editableRoot(event.composedPath?.()[0] ?? event.target);
+    if (root && root !== lastEditor) {
+      lastEditor = root;
+      reportCheck();
+    }
+    if (root && !intercepting()) renderOff();
+  };
+
+  /** The editor's composer region: its form, or its nearest ancestor (6 levels up) that also holds a control. */
+  function composerRegion(editor) {
+    const form = editor.closest("form");
+    if (form) return form;
+    let node = editor.parentElement;
+    for (let depth = 0; node && node !== document.body && node !== document.documentElement && depth < 6; depth++) {
+      for (const c of node.querySelectorAll(CLICKABLE)) if (!editor.contains(c) && !c.contains(editor)) return node;
+      node = node.parentElement || node.getRootNode()?.host || null;
+    }
+    return null;
+  }
+
+  function looksClickable(el) {
+    if (el.matches(CLICKABLE)) return true;
+    try {
+      return getComputedStyle(el).cursor === "pointer";
+    } catch {
+      return false;
+    }
+  }
+
+  /** The innermost control on the event's path inside `region`, outside the editor. */
+  function controlOnPath(path, region, editor) {
+    for (const node of path) {
+      if (!(node instanceof Element)) continue;
+      if (node === region) return null;
+      if (node === editor || editor.contains(node)) return null;
+      if (node.contains(editor)) continue;
+      if (looksClickable(node)) return node;
+    }
+    return null;
+  }
+
+  function adapterSendOnPath(path, ad) {
+    for (const node of path) {
+      if (!(node instanceof Element)) continue;
+      for (const selector of ad.send) {
+        try {
+          if (node.matches(selector)) return node;
+        } catch {
+          /* a selector this browser cannot parse */
+        }
       }
+    }
+    return null;
+  }
+
+  /** {editor, text, control, how} when the event's path is an activation that could send an unprotected draft. */
+  function sendActivation(path) {
+    const ad = adapter();
+    if (!ad) return null;
+    const byAdapter = adapterSendOnPath(path, ad);
+    for (const editor of candidateEditors()) {
+      if (path.includes(editor)) continue; // a click inside the editor is editing
+      const text = unprotectedText(editor);
+      if (!text) continue;
+      if (byAdapter) return { editor, text, control: byAdapter, how: "adapter" };
+      const region = composerRegion(editor);
+      if (!region || !path.includes(region)) continue;
+      const control = controlOnPath(path, region, editor);
+      if (!control) continue; // the composer's background: focusing, not sending
+      const how = learned.has(control) ? "learned" : clearlyNotSend(control) ? "not-send" : "composer";
+      return { editor, text, control, how };
     }
     return null;
   }
@@ -75,76 +252,200 @@ function main() {
     event.stopImmediatePropagation();
   }
 
+  /** After a control Veil let pass: did the text leave the editor? Then that control sends. */
+  function watchLeaves(editor, text, why, control) {
+    const left = () => {
+      const now = editor.isConnected ? readText(editor) : "";
+      return !now.trim() || (!sameText(now, text, { loose: true }) && !now.includes(text.trim().slice(0, 12)));
+    };
+    const look = () => {
+      if (!left()) return false;
+      if (why === "off") notify("Sent as typed: Veil's protection is off for this site.", "off");
+      else if (control) learned.add(control);
+      return true;
+    };
+    setTimeout(() => look() || setTimeout(look, 400), 0);
+  }
+
+  // ------------------------------------------------------------ catching sends
+
+  const GESTURE_REST = new Set(["mousedown", "pointerup", "mouseup", "click"]);
+
+  function onPointer(event) {
+    if (bypass > 0) return;
+    if (gesture && !gesture.ended && GESTURE_REST.has(event.type)) {
+      // The rest of a click Veil is holding: the site sees it when Veil replays it.
+      stop(event);
+      if (event.type === "click") gesture.end();
+      return;
+    }
+    if (event.type !== "pointerdown" && event.type !== "mousedown" && event.type !== "click") return;
+    if (event.button !== 0 || !domInterception()) return;
+    const path = event.composedPath();
+    const hit = sendActivation(path);
+    if (!hit) return;
+    if (!intercepting()) {
+      watchLeaves(hit.editor, hit.text, "off");
+      return;
+    }
+    if (hit.how === "not-send") {
+      watchLeaves(hit.editor, hit.text, "control", hit.control);
+      return;
+    }
+    stop(event);
+    if (busy) return;
+    gesture = startGesture(event, path[0], hit.control);
+    protectAndSend(hit.editor, hit.text, { kind: "pointer", gesture });
+  }
+
+  function startGesture(event, target, control) {
+    let done;
+    const g = {
+      target,
+      control,
+      startedWith: event.type,
+      x: event.clientX,
+      y: event.clientY,
+      ended: false,
+      over: new Promise((resolve) => (done = resolve)),
+      end() {
+        g.ended = true;
+        done();
+      },
+    };
+    if (event.type === "click") g.end();
+    else setTimeout(() => g.end(), 1000); // the button was released elsewhere
+    return g;
+  }
+
   function onKeydown(event) {
-    if (bypass > 0 || event.key !== "Enter") return;
-    if (event.shiftKey || event.altKey || event.isComposing || event.keyCode === 229) return;
-    const ad = adapter();
-    if (!ad || !intercepting()) return;
-    const editor = editorForTarget(event.target, ad);
-    if (!editor) return;
-    const text = readText(editor);
-    if (!text.trim() || isOurs(editor)) return;
+    if (bypass > 0 || !domInterception()) return;
+    if (event.isComposing || event.keyCode === 229) return;
+    const path = event.composedPath();
+    const target = path[0];
+    const editor = editableRoot(target);
+    if (!editor) {
+      onControlKey(event, path);
+      return;
+    }
+    if (event.key !== "Enter" || event.shiftKey || event.altKey) return;
+    if (!adapter()) return;
+    const text = unprotectedText(editor);
+    if (!text) return;
+    if (!intercepting()) {
+      watchLeaves(editor, text, "off");
+      return;
+    }
+    const plain = !event.ctrlKey && !event.metaKey;
+    if (plain && enterIsNewline.has(editor)) return;
     stop(event);
     if (busy) return;
     const init = { key: "Enter", code: "Enter", ctrlKey: event.ctrlKey, metaKey: event.metaKey };
-    protectAndSend(editor, text, { kind: "enter", target: event.target, init });
+    const caret = editor instanceof HTMLTextAreaElement ? [editor.selectionStart, editor.selectionEnd] : null;
+    protectAndSend(editor, text, { kind: "enter", target, init, plain, caret });
   }
 
-  function onClick(event) {
-    if (bypass > 0) return;
-    const ad = adapter();
-    if (!ad || !intercepting()) return;
-    const button = sendButtonFor(event.target, ad);
-    if (!button) return;
-    const editor = findEditor(ad, null);
-    if (!editor) return;
-    const text = readText(editor);
-    if (!text.trim() || isOurs(editor)) return;
+  /** Enter or Space on a focused control of the composer that is not a native button (those click). */
+  function onControlKey(event, path) {
+    if (event.key !== "Enter" && event.key !== " ") return;
+    if (event.shiftKey || event.altKey || event.ctrlKey || event.metaKey) return;
+    const hit = sendActivation(path);
+    if (!hit || hit.how === "not-send" || !intercepting()) return;
+    if (hit.control.matches("button, input")) return; // its click comes next and is caught there
     stop(event);
     if (busy) return;
-    protectAndSend(editor, text, { kind: "click", button });
+    const init = { key: event.key, code: event.code, keyCode: event.keyCode };
+    protectAndSend(hit.editor, hit.text, { kind: "key", control: hit.control, init });
   }
 
   function onSubmit(event) {
-    if (bypass > 0) return;
-    const ad = adapter();
-    if (!ad || !intercepting()) return;
+    if (bypass > 0 || !domInterception()) return;
     const form = event.target;
-    if (!(form instanceof HTMLFormElement)) return;
-    const editor = findEditor(ad, null);
-    if (!editor || !form.contains(editor)) return;
-    const text = readText(editor);
-    if (!text.trim() || isOurs(editor)) return;
+    if (!(form instanceof HTMLFormElement) || !adapter()) return;
+    const inForm = [...candidateEditors(), ...form.querySelectorAll("textarea, [contenteditable=true], [contenteditable=plaintext-only]")];
+    const editor = inForm.find((e) => form.contains(e) && unprotectedText(editableRoot(e) || e));
+    if (!editor) return;
+    const root = editableRoot(editor) || editor;
+    const text = unprotectedText(root);
+    if (!intercepting()) {
+      watchLeaves(root, text, "off");
+      return;
+    }
     stop(event);
     if (busy) return;
-    protectAndSend(editor, text, { kind: "submit", form, submitter: event.submitter });
+    protectAndSend(root, text, { kind: "submit", form, submitter: event.submitter });
   }
 
-  function resend(trigger, editor) {
+  // ------------------------------------------------------------ replaying the send
+
+  function dispatchClick(g) {
+    let target = g.target?.isConnected ? g.target : g.control?.isConnected ? g.control : null;
+    // The site may have re-rendered its button when the text changed.
+    if (!target && Number.isFinite(g.x)) target = document.elementFromPoint(g.x, g.y);
+    if (!target) return false;
+    const at = { bubbles: true, cancelable: true, composed: true, clientX: g.x, clientY: g.y, button: 0, view: window };
+    if (g.startedWith !== "click") {
+      const pointer = { ...at, pointerId: 1, pointerType: "mouse", isPrimary: true };
+      target.dispatchEvent(new PointerEvent("pointerdown", { ...pointer, buttons: 1 }));
+      target.dispatchEvent(new MouseEvent("mousedown", { ...at, buttons: 1 }));
+      target.dispatchEvent(new PointerEvent("pointerup", pointer));
+      target.dispatchEvent(new MouseEvent("mouseup", at));
+    }
+    target.dispatchEvent(new MouseEvent("click", at));
+    return true;
+  }
+
+  function keyEvent(type, init) {
+    const event = new KeyboardEvent(type, { ...init, bubbles: true, cancelable: true, composed: true });
+    const code = init.keyCode ?? (init.key === "Enter" ? 13 : 32);
+    for (const prop of ["keyCode", "which"]) Object.defineProperty(event, prop, { get: () => code });
+    return event;
+  }
+
+  async function resend(trigger, editor, original) {
+    if (trigger.kind === "pointer") await trigger.gesture.over;
     bypass += 1;
     try {
-      if (trigger.kind === "click") {
-        trigger.button.click();
+      if (trigger.kind === "pointer") {
+        dispatchClick(trigger.gesture);
+      } else if (trigger.kind === "key") {
+        const handled = !trigger.control.dispatchEvent(keyEvent("keydown", trigger.init));
+        trigger.control.dispatchEvent(keyEvent("keyup", trigger.init));
+        if (!handled) trigger.control.click();
       } else if (trigger.kind === "submit") {
         const submitter = trigger.submitter && trigger.form.contains(trigger.submitter) ? trigger.submitter : undefined;
         trigger.form.requestSubmit(submitter);
       } else {
         const target = trigger.target?.isConnected ? trigger.target : editor;
         target.focus?.();
-        const down = new KeyboardEvent("keydown", { ...trigger.init, bubbles: true, cancelable: true, composed: true });
-        for (const prop of ["keyCode", "which"]) Object.defineProperty(down, prop, { get: () => 13 });
-        const handled = !target.dispatchEvent(down);
-        target.dispatchEvent(new KeyboardEvent("keyup", { ...trigger.init, bubbles: true, cancelable: true, composed: true }));
-        if (!handled) {
-          // Nobody acted on the Enter: fall back to the site's send button.
-          const button = findSendButton();
-          if (button) button.click();
-          else editor.closest("form")?.requestSubmit();
-        }
+        const handled = !target.dispatchEvent(keyEvent("keydown", trigger.init));
+        target.dispatchEvent(keyEvent("keyup", trigger.init));
+        if (!handled) await enterNotHandled(trigger, editor, original);
       }
     } finally {
       bypass -= 1;
     }
+  }
+
+  /** Nobody acted on the replayed Enter. */
+  async function enterNotHandled(trigger, editor, original) {
+    const button = findSendButton();
+    if (button) {
+      button.click(); // a built-in site whose send button the adapter knows
+      return;
+    }
+    if (editor instanceof HTMLInputElement && editor.form) {
+      editor.form.requestSubmit(); // Enter in a one-line field submits its form
+      return;
+    }
+    // Here Enter is not a send: give the person their text back as typed.
+    written.delete(editor);
+    if (trigger.plain) enterIsNewline.add(editor);
+    let text = original;
+    if (trigger.plain && trigger.caret) text = original.slice(0, trigger.caret[0]) + "\n" + original.slice(trigger.caret[1]);
+    await writeText(editor, text);
+    if (trigger.plain && trigger.caret) editor.setSelectionRange?.(trigger.caret[0] + 1, trigger.caret[0] + 1);
+    notify(trigger.plain ? "Enter makes a new line on this page; Veil sent nothing. Your text is as you typed it." : "Nothing on this page sends on this key; Veil sent nothing. Your text is as you typed it.", "protected");
   }
 
   function findSendButton() {
@@ -176,41 +477,94 @@ function main() {
     }
   }
 
-  async function protectAndSend(editor, original, trigger) {
-    busy = true;
-    notify("Veil is protecting this prompt…", "working");
+  /**
+   * Protect `original` and write it into `editor`: {outcome: "protected" |
+   * "unprotected" | "off" | "blocked", notice}. Nothing is sent here.
+   */
+  async function protectInto(editor, original) {
     try {
       const reply = await askBackground(original);
       if (!reply?.ok) throw new Error(reply?.error?.message || "no answer from Veil's service worker");
       const result = reply.data;
-      if (result.action === "block") {
-        notify(result.notice, "blocked");
-        return;
-      }
+      if (result.action === "block") return { outcome: "blocked", notice: result.notice };
       if (result.action === "send" && typeof result.text === "string") {
-        const written = await writeText(editor, result.text);
-        if (!written) {
+        approve(result.text, original);
+        const ok = await writeText(editor, result.text);
+        if (!ok) {
           await writeText(editor, original);
-          notify("Veil blocked this send: it could not write the protected text into this editor. Your text is back in the box and saved in Veil's history.", "blocked");
-          return;
+          return { outcome: "blocked", notice: "Veil blocked this send: it could not write the protected text into this editor. Your text is back in the box and saved in Veil's history." };
         }
-        justWritten = { editor, text: readText(editor), until: Date.now() + 5000 };
-        notify(result.notice, "protected");
-      } else if (result.action === "send-unprotected") {
-        notify(result.notice, "unprotected");
-      } else {
-        hideNotice();
+        const now = readText(editor);
+        written.set(editor, now);
+        if (now !== result.text) approve(now, original);
+        return { outcome: "protected", notice: result.notice };
       }
-      resend(trigger, editor);
+      if (result.action === "send-unprotected") {
+        approve(original); // the person chose this for the site: the one way an original leaves
+        return { outcome: "unprotected", notice: result.notice };
+      }
+      approve(original); // protection is off for the site
+      return { outcome: "off", notice: null };
     } catch (err) {
       if (siteSettings()?.failOpen) {
-        notify(`Veil could not protect this prompt (${err?.message || err}); sent UNPROTECTED as you chose for this site.`, "unprotected");
-        resend(trigger, editor);
-      } else {
-        notify(`Veil blocked this send: ${err?.message || err}. Your text is still in the box.`, "blocked");
+        approve(original);
+        return { outcome: "unprotected", notice: `Veil could not protect this prompt (${err?.message || err}); sent UNPROTECTED as you chose for this site.` };
       }
+      return { outcome: "blocked", notice: `Veil blocked this send: ${err?.message || err}. Your text is still in the box.` };
+    }
+  }
+
+  async function protectAndSend(editor, original, trigger) {
+    busy = true;
+    notify("Veil is protecting this prompt…", "working");
+    try {
+      const { outcome, notice } = await protectInto(editor, original);
+      if (outcome === "blocked") {
+        notify(notice, "blocked");
+        return;
+      }
+      if (outcome === "protected") notify(notice, "protected");
+      else if (outcome === "unprotected") notify(notice, "unprotected");
+      else notify("Sent as typed: Veil's protection is off for this site.", "off");
+      await resend(trigger, editor, original);
     } finally {
       busy = false;
+      if (gesture === trigger.gesture) gesture = null;
+    }
+  }
+
+  // ------------------------------------------------------------ after the guard refused a request
+
+  let recovering = false;
+
+  async function afterGuardBlocked(info) {
+    const what = info.api === "form" ? "a form submission" : `a ${info.api} request`;
+    const where = info.host ? ` to ${info.host}` : "";
+    const why = info.reason === "draft" ? "it carried your prompt unprotected" : `it was ${info.reason}, which Veil cannot check, while your prompt is unprotected`;
+    if (recovering || busy) return;
+    const editor = candidateEditors().find((e) => e.isConnected) || null;
+    const inBox = editor ? readText(editor) : "";
+    const draft = typeof info.draft === "string" ? info.draft : "";
+    if (!editor || !draft || inBox.trim()) {
+      notify(`Veil stopped ${what}${where}: ${why}. Nothing was sent.${inBox.trim() ? " Your text is still in the box." : ""}`, "blocked");
+      return;
+    }
+    // The site took the text out of the box to send it: put it back, protected.
+    recovering = true;
+    notify("Veil is protecting this prompt…", "working");
+    try {
+      const { outcome, notice } = await protectInto(editor, draft);
+      if (outcome === "protected") {
+        notify(`Veil stopped ${what}${where}: ${why}. It has protected your prompt and put it back in the box: send it again. (${notice})`, "blocked");
+      } else if (outcome === "blocked") {
+        await writeText(editor, draft);
+        notify(`Veil stopped ${what}${where}: ${why}. ${notice}`, "blocked");
+      } else {
+        await writeText(editor, draft);
+        notify(`Veil stopped ${what}${where}: ${why}. ${notice || "Protection is off for this site now"}: send it again to send it as typed.`, "unprotected");
+      }
+    } finally {
+      recovering = false;
     }
   }
 
@@ -230,7 +584,7 @@ function main() {
                display: flex; gap: 8px; align-items: flex-start; }
         .box[data-kind="protected"] { border-color: #15803d; }
         .box[data-kind="blocked"] { border-color: #b91c1c; background: #fef2f2; }
-        .box[data-kind="unprotected"] { border-color: #b45309; background: #fffbeb; }
+        .box[data-kind="unprotected"], .box[data-kind="off"] { border-color: #b45309; background: #fffbeb; }
         button { all: unset; cursor: pointer; padding: 0 4px; font-weight: bold; }
       </style><div class="box" role="status" aria-live="polite"><span class="text"></span><button aria-label="Dismiss">×</button></div>`;
       root.querySelector("button").addEventListener("click", hideNotice);
@@ -247,7 +601,7 @@ function main() {
     box.dataset.kind = kind;
     host.shadowRoot.querySelector(".text").textContent = text;
     clearTimeout(hideTimer);
-    if (kind === "protected") hideTimer = setTimeout(hideNotice, 6000);
+    if (kind === "protected" || kind === "off") hideTimer = setTimeout(hideNotice, 6000);
   }
 
   function hideNotice() {
@@ -255,18 +609,105 @@ function main() {
     if (host) host.hidden = true;
   }
 
+  // ------------------------------------------------------------ "protection is off", near the editor
+
+  let offFrame = 0;
+
+  function renderOff() {
+    cancelAnimationFrame(offFrame);
+    offFrame = requestAnimationFrame(placeOff);
+  }
+
+  function placeOff() {
+    let host = document.querySelector(OFF_TAG);
+    const off = settings !== null && Boolean(adapter()) && !intercepting();
+    if (!off) {
+      if (host) host.hidden = true;
+      return;
+    }
+    if (!host) {
+      host = document.createElement(OFF_TAG);
+      const root = host.attachShadow({ mode: "open" });
+      root.innerHTML = `<style>
+        :host { all: initial; position: fixed; z-index: 2147483646; pointer-events: none; }
+        span { font: 600 11px/1.6 system-ui, sans-serif; color: #78350f; background: #fef3c7; border: 1px solid #d97706;
+               border-radius: 10px; padding: 1px 8px; white-space: nowrap; box-shadow: 0 1px 4px rgba(0,0,0,.15); }
+      </style><span role="status">Veil: protection off here — prompts are sent as typed</span>`;
+      (document.body || document.documentElement).appendChild(host);
+    }
+    host.hidden = false;
+    const editor = editorInfo().editor;
+    const rect = editor?.getBoundingClientRect();
+    if (rect && rect.width > 0) {
+      host.style.left = `${Math.max(4, rect.left)}px`;
+      host.style.top = `${Math.max(4, rect.top - 22)}px`;
+      host.style.bottom = "";
+    } else {
+      host.style.left = "16px";
+      host.style.top = "";
+      host.style.bottom = "16px";
+    }
+  }
+
+  // ------------------------------------------------------------ what Veil found on this page
+
+  function siteCheck() {
+    const ad = adapter();
+    const info = editorInfo();
+    const byAdapter = findSendButton();
+    let send = { foundBy: null, controls: 0 };
+    if (byAdapter) send = { foundBy: "adapter", controls: 1 };
+    else if (info.editor) {
+      const region = composerRegion(info.editor);
+      if (region) {
+        const controls = [...region.querySelectorAll(CLICKABLE)].filter((c) => !info.editor.contains(c) && !c.contains(info.editor));
+        send = { foundBy: "composer", controls: controls.length };
+      }
+    }
+    return {
+      siteId: siteId(),
+      custom: !builtin,
+      protected: Boolean(ad) && intercepting(),
+      adapterFound: info.foundBy === "adapter",
+      editor: { kind: editorKind(info.editor), foundBy: info.foundBy },
+      send,
+      guard: { running: guard.ready, blocked: guard.blocked },
+    };
+  }
+
+  function reportCheck() {
+    if (!adapter()) return;
+    const check = siteCheck();
+    const key = JSON.stringify([check.adapterFound, check.editor.foundBy, check.guard.running]);
+    if (key === lastReported) return;
+    lastReported = key;
+    ext.runtime
+      .send(message(Msg.PAGE_CHECK, Target.BACKGROUND, { adapterFound: check.adapterFound, editorFound: Boolean(check.editor.foundBy), guard: check.guard.running }))
+      .catch(() => {});
+  }
+
   // ------------------------------------------------------------ wiring
 
+  for (const type of ["pointerdown", "mousedown", "pointerup", "mouseup", "click"]) window.addEventListener(type, onPointer, true);
   window.addEventListener("keydown", onKeydown, true);
-  window.addEventListener("click", onClick, true);
   window.addEventListener("submit", onSubmit, true);
+  window.addEventListener("focusin", noteEditor, true);
+  window.addEventListener("input", noteEditor, true);
+  window.addEventListener("scroll", () => settings && !intercepting() && renderOff(), true);
+  window.addEventListener("resize", () => settings && !intercepting() && renderOff());
+  window.addEventListener("load", () => {
+    reportCheck();
+    renderOff();
+  });
 
   ext.runtime.onMessage((msg, _sender, sendResponse) => {
     if (!msg || msg.target !== Target.CONTENT) return false;
     if (msg.type === Msg.GET_DRAFT) {
-      const ad = adapter();
-      const editor = ad ? findEditor(ad, null) : null;
+      const editor = editorInfo().editor;
       sendResponse(ok({ text: editor ? readText(editor) : "", editorKind: editorKind(editor), siteId: siteId() }));
+    } else if (msg.type === Msg.SITE_CHECK) {
+      reportCheck();
+      sendResponse(ok(siteCheck()));
     }
     return false;
   });

@@ -30,6 +30,8 @@ export const Msg = Object.freeze({
   ROOTGUARD_SAVE: "rootguard-save",
   ROOTGUARD_RESET: "rootguard-reset",
   GET_DRAFT: "get-draft",
+  SITE_CHECK: "site-check",
+  PAGE_CHECK: "page-check",
 });
 
 // Senders: "content" (the content script), "offscreen" (the offscreen page),
@@ -168,6 +170,30 @@ export const SCHEMA = Object.freeze({
     target: Target.CONTENT,
     data: {},
     reply: { text: "the draft in the site's editor", editorKind: "its kind (editors.js), or null", siteId: "the page's site id" },
+  },
+  [Msg.SITE_CHECK]: {
+    from: ["pages"],
+    target: Target.CONTENT,
+    data: {},
+    reply: {
+      siteId: "the page's site id",
+      custom: "true on a site the person added",
+      protected: "protection is on for the site",
+      adapterFound: "the adapter's editor selectors (sites.js) found the editor",
+      editor: '{kind (editors.js) or null, foundBy: "adapter" | "typing" | "focus" | null}',
+      send: '{foundBy: "adapter" | "composer" | null, controls: how many controls the composer rule guards}',
+      guard: "{running: the network guard answered, blocked: requests it refused on this page}",
+    },
+  },
+  [Msg.PAGE_CHECK]: {
+    from: ["content"],
+    target: Target.BACKGROUND,
+    data: {
+      adapterFound: "the adapter's selectors found the editor",
+      editorFound: "an editor was found at all (adapter, typing or focus)",
+      guard: "the network guard is running in the page",
+    },
+    reply: {},
   },
 });
 

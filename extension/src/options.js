@@ -70,7 +70,9 @@ $("add-site-form").addEventListener("submit", (e) => {
   e.preventDefault();
   act(async () => {
     const origin = parseCustomOrigin($("add-origin").value);
-    const granted = await ext.permissions.request([originMatchPattern(origin)]);
+    showError(null);
+    $("add-state").textContent = `Chrome is asking whether Veil may read and change ${origin}: answer its prompt to go on.`;
+    const granted = await ext.permissions.request([originMatchPattern(origin)]).finally(() => ($("add-state").textContent = ""));
     if (!granted) throw new Error(`Chrome did not grant access to ${origin}, so Veil cannot protect it`);
     await send(Msg.ADD_SITE, { origin });
     $("add-origin").value = "";

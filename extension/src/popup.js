@@ -5,7 +5,7 @@ import { Msg, Target, message } from "./messages.js";
 import { forecastCounts, forecastSegments } from "./forecast.js";
 import { coreStatusText, debounce, el, percent, send } from "./page-api.js";
 import { EPSILON_MAX, EPSILON_MIN, EPSILON_STEP } from "./settings.js";
-import { originMatchPattern } from "./sites.js";
+import { originMatchPattern, protectableUrl } from "./sites.js";
 
 const $ = (id) => document.getElementById(id);
 Object.assign($("epsilon"), { min: EPSILON_MIN, max: EPSILON_MAX, step: EPSILON_STEP });
@@ -35,6 +35,55 @@ async function draftText() {
   } catch {
     return "";
   }
+}
+
+const FOUND_BY = {
+  adapter: "found by Veil's table for this site",
+  typing: "found where you typed (general rules)",
+  focus: "found where the cursor is (general rules)",
+};
+
+function checkLine(text, good) {
+  return el("li", { "data-ok": String(good) }, text);
+}
+
+/** What the tab's content script found: editor, send control, network guard. */
+async function renderCheck(site) {
+  const list = $("check");
+  const changed = $("check-changed");
+  let check = null;
+  if (tab?.id) {
+    try {
+      const reply = await ext.tabs.send(tab.id, message(Msg.SITE_CHECK, Target.CONTENT, {}));
+      check = reply?.ok ? reply.data : null;
+    } catch {
+      check = null;
+    }
+  }
+  list.dataset.state = check ? "ready" : "none";
+  if (!check) {
+    changed.hidden = true;
+    list.replaceChildren(checkLine("Veil is not running in this tab yet: reload the page so it can protect it.", false));
+    return;
+  }
+  const editor = check.editor.foundBy
+    ? `Editor: ${check.editor.kind || "an editable field"}, ${FOUND_BY[check.editor.foundBy]}`
+    : "Editor: not found yet (click into the chat box and open this again)";
+  const send =
+    check.send.foundBy === "adapter"
+      ? "Send control: found by Veil's table for this site"
+      : check.send.foundBy === "composer"
+        ? `Send control: found by the composer rule (${check.send.controls} control${check.send.controls === 1 ? "" : "s"} next to the editor are guarded)`
+        : "Send control: not found; Enter, form submission and the network guard still protect your prompt";
+  const guard = check.guard.running
+    ? `Network guard: active${check.guard.blocked ? `, it refused ${check.guard.blocked} request${check.guard.blocked === 1 ? "" : "s"} on this page` : ""}`
+    : "Network guard: not running in this page; reload it to start it";
+  list.replaceChildren(checkLine(editor, Boolean(check.editor.foundBy)), checkLine(send, Boolean(check.send.foundBy)), checkLine(guard, check.guard.running));
+  const generic = check.custom
+    ? "A site you added: Veil protects it with its general rules and the network guard."
+    : "This site changed its page; Veil protects it with its general rules and the network guard.";
+  changed.textContent = generic;
+  changed.hidden = !(check.custom || !check.adapterFound) || !site.enabled;
 }
 
 async function explain(epsilon) {
@@ -122,10 +171,11 @@ function render(state) {
   const current = state.current;
   siteId = current?.siteId || null;
   const meta = state.sites.find((s) => s.id === siteId);
-  $("site-name").textContent = meta ? meta.name : current?.origin || "(no page)";
-  $("unknown-site").hidden = Boolean(siteId);
+  const protectable = protectableUrl(current?.url || "");
+  $("site-name").textContent = meta ? meta.name : protectable ? current.origin : "(not a web page)";
+  $("unknown-site").hidden = Boolean(siteId) || !protectable;
+  $("unprotectable").hidden = Boolean(siteId) || protectable;
   $("site-controls").hidden = !siteId;
-  $("add-site").disabled = !/^https?:/.test(current?.origin || "");
   if (!siteId) return;
   const site = state.settings.sites[siteId];
   window.__veilSite = site;
@@ -136,6 +186,7 @@ function render(state) {
   $("fail-open").checked = site.failOpen;
   explain(site.epsilon);
   preview();
+  renderCheck(site);
 }
 
 async function load() {
@@ -165,16 +216,29 @@ for (const radio of document.querySelectorAll("input[name=mode]")) {
   });
 }
 $("fail-open").addEventListener("change", (e) => patch({ failOpen: e.target.checked }));
+function addState(text) {
+  $("add-site-state").hidden = !text;
+  $("add-site-state").textContent = text || "";
+}
+
 $("add-site").addEventListener("click", async () => {
+  showError(null);
+  $("add-site").disabled = true;
   try {
     const origin = new URL(tab.url).origin;
     // Chrome asks the person here, at the moment they add the site.
+    addState(`Chrome is asking whether Veil may read and change ${origin}: answer its prompt to go on.`);
     const granted = await ext.permissions.request([originMatchPattern(origin)]);
     if (!granted) throw new Error("Chrome did not grant access to this site, so Veil cannot protect it");
+    addState("Adding the site…");
     await send(Msg.ADD_SITE, { origin, tabId: tab.id });
+    addState("");
     await load();
   } catch (err) {
+    addState("");
     showError(err);
+  } finally {
+    $("add-site").disabled = false;
   }
 });
 

@@ -128,17 +128,41 @@ export function customSiteId(origin) {
 export function parseCustomOrigin(input) {
   const text = String(input ?? "").trim();
   if (!text) throw new Error("Type the address of the site to add, e.g. https://chat.example.com");
-  const withScheme = /^[a-z]+:\/\//i.test(text) ? text : `https://${text}`;
+  const notAddress = `"${text}" is not a web address; type e.g. https://chat.example.com`;
+  const scheme = text.match(/^([a-z][a-z0-9+.-]*):/i);
+  if (scheme && !/^https?$/i.test(scheme[1]) && !/^[^/]*:\d+(\/|$)/.test(text)) {
+    throw new Error(`Only http and https sites can be protected; got ${scheme[1].toLowerCase()}:`);
+  }
+  if (/\s/.test(text)) throw new Error(notAddress);
+  const withScheme = /^https?:\/\//i.test(text) ? text : `https://${text}`;
   let url;
   try {
     url = new URL(withScheme);
   } catch {
-    throw new Error(`"${text}" is not a web address; type e.g. https://chat.example.com`);
+    throw new Error(notAddress);
   }
   if (url.protocol !== "https:" && url.protocol !== "http:") {
     throw new Error(`Only http and https sites can be protected; got ${url.protocol}`);
   }
+  // A host name: labels of letters, digits and hyphens (IDNs arrive as xn--),
+  // with a dot unless it is localhost; or an IP address.
+  const host = url.hostname;
+  const label = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/i;
+  const ip = /^\d{1,3}(\.\d{1,3}){3}$|^\[[0-9a-f:.]+\]$/i;
+  if (!ip.test(host) && (host !== "localhost" && !host.includes(".") || !host.split(".").every((l) => label.test(l)))) {
+    throw new Error(notAddress);
+  }
   return url.origin;
+}
+
+/** Can Veil protect a page at this URL at all (Chrome's own pages and extension pages: no)? */
+export function protectableUrl(url) {
+  try {
+    const { protocol } = new URL(url);
+    return protocol === "https:" || protocol === "http:";
+  } catch {
+    return false;
+  }
 }
 
 /** The match pattern Chrome needs for a custom origin (ports are ignored by match patterns). */

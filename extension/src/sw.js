@@ -9,9 +9,10 @@
 // top level so a restarted worker receives them.
 
 import { ext } from "./chrome-api.js";
-import { refreshAllBadges, refreshBadge } from "./sw/badge.js";
+import { clearPageCheck, refreshAllBadges, refreshBadge } from "./sw/badge.js";
 import { ensureOffscreen } from "./sw/core-client.js";
 import { dispatch } from "./sw/handlers.js";
+import { ensureSiteScripts } from "./sw/sites.js";
 
 ext.runtime.onMessage((msg, sender, sendResponse) => {
   const reply = dispatch(ext, msg, sender);
@@ -27,10 +28,17 @@ ext.runtime.onStartup(() => {
 ext.runtime.onInstalled(() => {
   ensureOffscreen(ext).catch(() => {});
   refreshAllBadges(ext).catch(() => {});
+  // Sites added before the network guard existed get it now.
+  ensureSiteScripts(ext).catch(() => {});
 });
 
 ext.tabs.onUpdated((tabId, info, tab) => {
-  if (info.status === "loading" || info.url) refreshBadge(ext, tabId, tab.url).catch(() => {});
+  if (info.status === "loading") {
+    // A new page: what the old one's content script found no longer holds.
+    clearPageCheck(ext, tabId)
+      .then(() => refreshBadge(ext, tabId, tab.url))
+      .catch(() => {});
+  } else if (info.url) refreshBadge(ext, tabId, tab.url).catch(() => {});
 });
 
 ext.tabs.onActivated(({ tabId }) => {

@@ -119,8 +119,8 @@ export function fakeExt({ core = {}, tabs = [], granted = [], offscreen = true, 
           if (!state.scripts.delete(id)) throw new Error(`Nonexistent script ID '${id}'`);
         }
       },
-      inject: async (tabId, files) => {
-        state.injected.push({ tabId, files });
+      inject: async (tabId, files, world = "ISOLATED") => {
+        state.injected.push({ tabId, files, world });
       },
     },
     withLock(name, fn) {

@@ -11,6 +11,7 @@ import { entryKey, historyKey } from "../src/settings.js";
 import { badgeFor } from "../src/sw/badge.js";
 import { callCore } from "../src/sw/core-client.js";
 import { HANDLERS, dispatch } from "../src/sw/handlers.js";
+import { ensureSiteScripts } from "../src/sw/sites.js";
 import { EXT_ORIGIN, fakeCore, fakeExt, senders } from "./fake-ext.mjs";
 import { assertKeys, keysOf } from "./schema-keys.mjs";
 
@@ -187,7 +188,7 @@ test("set-site and set-global: validated, refused with bad-request naming the va
   assert.equal((await e.local.get("settings")).settings.coreTimeoutMs, 1000);
 });
 
-test("add-site needs Chrome's permission; it registers the content script, remove-site undoes it", async () => {
+test("add-site needs Chrome's permission; it registers the content script and the network guard, remove-site undoes it", async () => {
   const origin = "https://chat.example.org";
   const denied = env();
   const refused = await call(denied, Msg.ADD_SITE, { origin });
@@ -199,7 +200,12 @@ test("add-site needs Chrome's permission; it registers the content script, remov
   assert.equal(added.data.siteId, `custom:${origin}`);
   assert.deepEqual(added.data.settings.custom[`custom:${origin}`], { origin, name: "chat.example.org" });
   assert.deepEqual(e.state.scripts.get(`custom:${origin}`).matches, ["https://chat.example.org/*"]);
-  assert.deepEqual(e.state.injected, [{ tabId: 4, files: ["content.js"] }]);
+  const guard = e.state.scripts.get(`guard:custom:${origin}`);
+  assert.deepEqual([guard.js, guard.world, guard.runAt, guard.matches], [["guard.js"], "MAIN", "document_start", ["https://chat.example.org/*"]]);
+  assert.deepEqual(e.state.injected, [
+    { tabId: 4, files: ["guard.js"], world: "MAIN" },
+    { tabId: 4, files: ["content.js"], world: "ISOLATED" },
+  ]);
   const protect = await call(e, Msg.PROTECT, { text: "hi", url: `${origin}/c` }, senders.content(`${origin}/c`));
   assert.equal(protect.data.protected, true, "an added site is protected");
 
@@ -320,6 +326,30 @@ test("core-status is kept in session storage and every tab's badge follows it", 
   await until(() => e.state.badges.get(7).text === "off", "the badge to say off");
   await call(e, Msg.CORE_STATUS, { state: "error", error: "no wasm" }, senders.page("offscreen.html"));
   assert.equal(e.state.badges.get(7).text, "off", "a site turned off says off even when the core failed");
+});
+
+test("page-check: what a tab's content script found sets that tab's badge; only content scripts send it", async () => {
+  const e = env();
+  await call(e, Msg.CORE_STATUS, { state: "ready", ms: 12 }, senders.page("offscreen.html"));
+  assert.equal(e.state.badges.get(7).text, "on");
+  await call(e, Msg.PAGE_CHECK, { adapterFound: false, editorFound: true, guard: true }, senders.content(CHATGPT));
+  assert.equal(e.state.badges.get(7).text, "on?");
+  assert.match(e.state.badges.get(7).title, /this site changed its page; Veil protects it with its general rules and the network guard/);
+  await call(e, Msg.PAGE_CHECK, { adapterFound: true, editorFound: true, guard: true }, senders.content(CHATGPT));
+  assert.equal(e.state.badges.get(7).text, "on");
+  const fromPage = await call(e, Msg.PAGE_CHECK, { adapterFound: false, editorFound: true, guard: true }, senders.page());
+  assert.equal(fromPage.error.code, ErrorCode.FORBIDDEN);
+});
+
+test("an added site from an older Veil gets its network guard when Veil is updated", async () => {
+  const origin = "https://chat.example.org";
+  const e = env({ granted: ["https://chat.example.org/*"] });
+  await call(e, Msg.ADD_SITE, { origin });
+  e.state.scripts.delete(`guard:custom:${origin}`);
+  await ensureSiteScripts(e.ext);
+  assert.equal(e.state.scripts.get(`guard:custom:${origin}`).world, "MAIN");
+  await call(e, Msg.REMOVE_SITE, { siteId: `custom:${origin}` });
+  assert.equal(e.state.scripts.size, 0);
 });
 
 test("the badge says what the site's protection is", () => {

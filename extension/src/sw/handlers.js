@@ -8,7 +8,7 @@ import { ErrorCode, badRequest, errorCode, errorText } from "../errors.js";
 import { Msg, PRIVILEGED, SCHEMA, Target, envelopeError, fail, isExtensionPage, ok } from "../messages.js";
 import { effectiveHeader, patchSite } from "../settings.js";
 import { GENERIC_ADAPTER, customSiteId, parseCustomOrigin } from "../sites.js";
-import { refreshAllBadges } from "./badge.js";
+import { refreshAllBadges, refreshBadge, savePageCheck } from "./badge.js";
 import { callCore } from "./core-client.js";
 import { appendHistory, clearHistory, finishReceipt, readHistory, readIndexes } from "./history.js";
 import { pageSite, registerSite, siteIdFor, siteList, unregisterSite } from "./sites.js";
@@ -178,7 +178,12 @@ async function addSite(ext, data) {
     s.custom[id] = { origin, name: new URL(origin).host };
     s.sites[id] = patchSite(s.sites[id], {});
   });
-  if (Number.isInteger(data.tabId)) await ext.scripting.inject(data.tabId, ["content.js"]).catch(() => {});
+  if (Number.isInteger(data.tabId)) {
+    // The open tab gets both now; the guard wraps what the page has not already
+    // taken a reference to, so the popup asks for a reload to be sure.
+    await ext.scripting.inject(data.tabId, ["guard.js"], "MAIN").catch(() => {});
+    await ext.scripting.inject(data.tabId, ["content.js"]).catch(() => {});
+  }
   return { siteId: id, settings };
 }
 
@@ -266,6 +271,15 @@ async function coreStatus(ext, data) {
   return {};
 }
 
+// ---------------------------------------------------------------- what the content script found
+
+async function pageCheck(ext, data, sender) {
+  const tabId = sender.tab?.id;
+  await savePageCheck(ext, tabId, { adapterFound: Boolean(data.adapterFound), editorFound: Boolean(data.editorFound), guard: Boolean(data.guard) });
+  await refreshBadge(ext, tabId, sender.tab?.url || sender.url);
+  return {};
+}
+
 // ---------------------------------------------------------------- dispatch
 
 /** The handler of each type that targets the background: (ext, data, sender) -> reply data. */
@@ -283,13 +297,16 @@ export const HANDLERS = Object.freeze({
   [Msg.GET_HISTORY]: getHistory,
   [Msg.ROOTGUARD_SAVE]: rootguardSave,
   [Msg.ROOTGUARD_RESET]: rootguardReset,
+  [Msg.PAGE_CHECK]: pageCheck,
 });
 
 /** Why `sender` may not send `type`, or null when it may. */
 function forbidden(ext, type, sender) {
   const fromPage = isExtensionPage(sender, ext.runtime.id(), ext.runtime.url(""));
   if (PRIVILEGED.has(type)) return fromPage ? null : `${type} is accepted only from Veil's own pages`;
-  if (type === Msg.PROTECT) return sender?.id === ext.runtime.id() && sender.tab ? null : "protect is accepted only from Veil's content script";
+  if (type === Msg.PROTECT || type === Msg.PAGE_CHECK) {
+    return sender?.id === ext.runtime.id() && sender.tab ? null : `${type} is accepted only from Veil's content script`;
+  }
   if (type === Msg.CORE_STATUS) return fromPage ? null : "core-status comes only from Veil's offscreen page";
   return null;
 }

@@ -36,18 +36,46 @@ export function pageSite(url, settings) {
   return { url, siteId: siteIdFor(url, settings), origin };
 }
 
-/** Register the content script for an added origin (Chrome must have granted it). */
+/** The id of an added site's network guard script (its content script's id is the site id). */
+export function guardScriptId(id) {
+  return `guard:${id}`;
+}
+
+/** The two scripts an added site gets, as the built-in sites do in the manifest. */
+function siteScripts(id, pattern) {
+  const common = { matches: [pattern], runAt: "document_start", allFrames: false, persistAcrossSessions: true };
+  return [
+    { id, js: ["content.js"], ...common },
+    { id: guardScriptId(id), js: ["guard.js"], world: "MAIN", ...common },
+  ];
+}
+
+async function registerMissing(ext, id, pattern) {
+  const wanted = siteScripts(id, pattern);
+  const existing = new Set((await ext.scripting.registered(wanted.map((s) => s.id))).map((s) => s.id));
+  const missing = wanted.filter((s) => !existing.has(s.id));
+  if (missing.length) await ext.scripting.register(missing);
+}
+
+/** Register the content script and the network guard for an added origin (Chrome must have granted it). */
 export async function registerSite(ext, id, origin) {
   const pattern = originMatchPattern(origin);
   if (!(await ext.permissions.contains([pattern]))) {
     throw badRequest(`Chrome has not granted access to ${origin}; accept the permission prompt to add it`);
   }
-  const existing = await ext.scripting.registered([id]);
-  if (existing.length === 0) {
-    await ext.scripting.register([{ id, matches: [pattern], js: ["content.js"], runAt: "document_start", allFrames: false, persistAcrossSessions: true }]);
+  await registerMissing(ext, id, pattern);
+}
+
+/** Every added site has both scripts (sites added by an older Veil had no guard). */
+export async function ensureSiteScripts(ext) {
+  const { settings } = await ext.storage.local.get("settings");
+  for (const [id, site] of Object.entries(settings?.custom || {})) {
+    const pattern = originMatchPattern(site.origin);
+    if (await ext.permissions.contains([pattern])) await registerMissing(ext, id, pattern);
   }
 }
 
 export async function unregisterSite(ext, id) {
-  await ext.scripting.unregister([id]).catch(() => {});
+  // One at a time: Chrome refuses the whole call when one id is not registered.
+  for (const scriptId of [id, guardScriptId(id)]) await ext.scripting.unregister([scriptId]).catch(() => {});
 }

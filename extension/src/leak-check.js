@@ -1,0 +1,266 @@
+// Does an outgoing request carry the person's unprotected draft? The network
+// guard (guard.js) asks this of every request body and URL while a draft that
+// Veil has not protected is in the page. Pure: no DOM, no chrome.*; the unit
+// tests run it under Node.
+//
+// The test. Both the draft and the body are "squeezed": every whitespace and
+// zero-width character removed (editors, JSON and form encodings reshape
+// whitespace, a paragraph break may be "\n", "\n\n" or nothing), Unicode in
+// NFC. The body is decoded first in every usual way (percent-encoding with
+// "+" for space, JSON string escapes and \uXXXX, nested up to three deep,
+// HTML entities). A body leaks when it contains a run of RUN squeezed
+// characters of a draft that is not also a run of a text Veil approved (the
+// protected text it wrote, or an original the person chose to send
+// unprotected): what a body may carry is what the approved text already
+// reveals, and nothing of the draft beyond it. A draft shorter than RUN
+// (but at least MIN_WHOLE) leaks only whole.
+//
+// Why RUN = 20: 20 non-space characters are about four English words, long
+// enough that an unrelated request essentially never repeats them by chance
+// (bench/extension_bench.py measures it on 300 news articles: the share of
+// article pairs that share any 20-character run), short enough that a part
+// of a prompt -- a title made of its first words, one sentence of it -- is
+// caught. Runs a site's ordinary traffic does share with prompts are shorter:
+// words, "the patient", JSON keys, "application/json" (16).
+
+export const RUN = 20;
+export const MIN_WHOLE = 8;
+
+const SPACE = /[\s\u00a0\u1680\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+/g;
+const NON_ASCII = /[^\x00-\x7f]/;
+
+/** The text without whitespace, NFC. */
+export function squeeze(text) {
+  let s = String(text ?? "");
+  if (NON_ASCII.test(s)) s = s.normalize("NFC");
+  return s.replace(SPACE, "");
+}
+
+// ---------------------------------------------------------------- decoding
+
+function percentDecode(s) {
+  return s.replace(/\+/g, " ").replace(/(?:%[0-9a-fA-F]{2})+/g, (run) => {
+    try {
+      return decodeURIComponent(run);
+    } catch {
+      return run.replace(/%([0-9a-fA-F]{2})/g, (_, hex) => String.fromCharCode(parseInt(hex, 16)));
+    }
+  });
+}
+
+const JSON_ESC = { '"': '"', "\\": "\\", "/": "/", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t" };
+
+function jsonUnescape(s) {
+  return s.replace(/\\(u[0-9a-fA-F]{4}|["\\/bfnrt])/g, (_, e) => (e.length === 5 ? String.fromCharCode(parseInt(e.slice(1), 16)) : JSON_ESC[e]));
+}
+
+const ENTITIES = { amp: "&", lt: "<", gt: ">", quot: '"', apos: "'", nbsp: " " };
+
+function htmlUnescape(s) {
+  return s.replace(/&(#x[0-9a-fA-F]+|#[0-9]+|amp|lt|gt|quot|apos|nbsp);/gi, (m, e) => {
+    const lower = e.toLowerCase();
+    if (lower[0] !== "#") return ENTITIES[lower] ?? m;
+    const code = lower[1] === "x" ? parseInt(lower.slice(2), 16) : parseInt(lower.slice(1), 10);
+    return code > 0 && code <= 0x10ffff ? String.fromCodePoint(code) : m;
+  });
+}
+
+/** The text and its decodings (at most 10 versions). */
+export function decodings(text) {
+  const out = [text];
+  const seen = new Set(out);
+  for (let i = 0; i < out.length && out.length < 10; i++) {
+    const s = out[i];
+    const next = [];
+    if (/%[0-9a-fA-F]{2}|\+/.test(s)) next.push(percentDecode(s));
+    if (/\\[u"\\/bfnrt]/.test(s)) next.push(jsonUnescape(s));
+    if (/&(#x?[0-9a-fA-F]+|amp|lt|gt|quot|apos|nbsp);/i.test(s)) next.push(htmlUnescape(s));
+    for (const n of next) {
+      if (!seen.has(n)) {
+        seen.add(n);
+        out.push(n);
+      }
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- runs
+
+const BASE = 0x01000193;
+const powCache = new Map();
+
+function power(L) {
+  let p = powCache.get(L);
+  if (p === undefined) {
+    p = 1;
+    for (let i = 1; i < L; i++) p = Math.imul(p, BASE);
+    powCache.set(L, p);
+  }
+  return p;
+}
+
+/** Calls fn(hash, start) for every window of length L of s (a rolling hash). */
+function eachWindow(s, L, fn) {
+  if (s.length < L) return undefined;
+  const top = power(L);
+  let h = 0;
+  for (let i = 0; i < L; i++) h = (Math.imul(h, BASE) + s.charCodeAt(i)) | 0;
+  let r = fn(h, 0);
+  if (r !== undefined) return r;
+  for (let i = L; i < s.length; i++) {
+    h = (Math.imul(h - Math.imul(s.charCodeAt(i - L), top), BASE) + s.charCodeAt(i)) | 0;
+    r = fn(h, i - L + 1);
+    if (r !== undefined) return r;
+  }
+  return undefined;
+}
+
+/** A text indexed by its windows: hash -> first start. */
+class Runs {
+  constructor(squeezed, L) {
+    this.s = squeezed;
+    this.L = L;
+    this.at = new Map();
+    eachWindow(squeezed, L, (h, i) => {
+      if (!this.at.has(h)) this.at.set(h, i);
+    });
+  }
+
+  /** True when s[i, i+L) is one of this text's windows (hash `h`). */
+  has(h, s, i) {
+    const j = this.at.get(h);
+    if (j === undefined) return false;
+    if (s.startsWith(this.s.slice(j, j + this.L), i)) return true;
+    return this.s.includes(s.slice(i, i + this.L)); // a hash collision: look it up for real
+  }
+}
+
+/** The run length a draft is matched with (0: too short to be told apart from ordinary traffic). */
+export function runLength(squeezed) {
+  if (squeezed.length >= RUN) return RUN;
+  return squeezed.length >= MIN_WHOLE ? squeezed.length : 0;
+}
+
+/**
+ * The drafts and approved texts a body is checked against, indexed once.
+ * `drafts`: [{text, ...any}], `approved`: [text].
+ */
+export class LeakIndex {
+  constructor(drafts, approved) {
+    this.drafts = [];
+    for (const draft of drafts) {
+      const s = squeeze(draft.text);
+      const L = runLength(s);
+      if (L) this.drafts.push({ draft, s, L, runs: null });
+    }
+    this.approved = approved.map(squeeze).filter(Boolean);
+    this.approvedRuns = new Map(); // L -> [Runs]
+  }
+
+  get empty() {
+    return this.drafts.length === 0;
+  }
+
+  _approvedAt(L) {
+    let list = this.approvedRuns.get(L);
+    if (!list) {
+      list = this.approved.filter((a) => a.length >= L).map((a) => new Runs(a, L));
+      this.approvedRuns.set(L, list);
+    }
+    return list;
+  }
+
+  /**
+   * The first draft `text` leaks, as {draft, run}, or null. `text` is a body or
+   * a URL as it would go out; it is decoded here.
+   */
+  find(text) {
+    if (this.empty || !text) return null;
+    for (const version of decodings(String(text))) {
+      const s = squeeze(version);
+      for (const entry of this.drafts) {
+        if (s.length < entry.L) continue;
+        entry.runs ??= new Runs(entry.s, entry.L);
+        const approved = this._approvedAt(entry.L);
+        const hit = eachWindow(s, entry.L, (h, i) => {
+          if (!entry.runs.has(h, s, i)) return undefined;
+          for (const a of approved) if (a.has(h, s, i)) return undefined;
+          return { draft: entry.draft, run: s.slice(i, i + entry.L) };
+        });
+        if (hit) return hit;
+      }
+    }
+    return null;
+  }
+}
+
+// ---------------------------------------------------------------- bodies
+
+/** Bodies larger than this are not read: refused while a draft exists. */
+export const MAX_READ = 16 * 1024 * 1024;
+
+function isGzip(bytes) {
+  return bytes.length >= 2 && bytes[0] === 0x1f && bytes[1] === 0x8b;
+}
+
+function utf8(bytes) {
+  return new TextDecoder("utf-8", { fatal: false }).decode(bytes);
+}
+
+async function readBytes(bytes) {
+  if (!isGzip(bytes)) return { text: utf8(bytes) };
+  if (typeof DecompressionStream === "undefined") return { opaque: "a compressed body" };
+  try {
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return { text: utf8(new Uint8Array(await new Response(stream).arrayBuffer())) };
+  } catch {
+    return { opaque: "a compressed body Veil could not read" };
+  }
+}
+
+async function readBlob(blob) {
+  if (blob.size > MAX_READ) return { opaque: `a ${Math.round(blob.size / 1e6)} MB body` };
+  return readBytes(new Uint8Array(await blob.arrayBuffer()));
+}
+
+function viewBytes(body) {
+  if (body instanceof ArrayBuffer) return new Uint8Array(body);
+  return new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+}
+
+/**
+ * What a request body says, as the guard can check it:
+ * {text} now, {pending: Promise<{text}|{opaque}>} after reading, or {opaque: why}
+ * (a stream: it cannot be read before it leaves).
+ */
+export function bodyText(body) {
+  if (body === null || body === undefined) return { text: "" };
+  if (typeof body === "string") return { text: body };
+  if (typeof URLSearchParams !== "undefined" && body instanceof URLSearchParams) return { text: body.toString() };
+  if (typeof ReadableStream !== "undefined" && body instanceof ReadableStream) return { opaque: "a streamed body" };
+  if (typeof Blob !== "undefined" && body instanceof Blob) return { pending: readBlob(body) };
+  if (body instanceof ArrayBuffer || ArrayBuffer.isView(body)) {
+    const bytes = viewBytes(body);
+    return isGzip(bytes) ? { pending: readBytes(bytes.slice()) } : { text: utf8(bytes) };
+  }
+  if (typeof FormData !== "undefined" && body instanceof FormData) {
+    const parts = [];
+    const files = [];
+    for (const [name, value] of body.entries()) {
+      parts.push(name);
+      if (typeof value === "string") parts.push(value);
+      else files.push(value);
+    }
+    const text = parts.join("\n");
+    if (!files.length) return { text };
+    return {
+      pending: Promise.all(files.map(readBlob)).then((read) => {
+        const opaque = read.find((r) => r.opaque);
+        return opaque || { text: [text, ...read.map((r) => r.text)].join("\n") };
+      }),
+    };
+  }
+  if (typeof Document !== "undefined" && body instanceof Document) return { text: new XMLSerializer().serializeToString(body) };
+  return { text: String(body) };
+}
