@@ -688,6 +688,20 @@ class IndividualRdpFilter:
             return 0.0
         return rdp_to_dp([spent], [self.order], self.delta)[0]
 
+    def gaussian_epsilon_of(self, spent: float, orders: Iterable[float] = DEFAULT_ORDERS) -> float:
+        """The tightest ``(epsilon at delta)`` of a spend made of Gaussian charges only.
+
+        A Gaussian mechanism's RDP is linear in the order, so a spend of ``spent``
+        at the filter's order is ``spent * a / order`` at any order ``a``; the
+        conversion is then minimised over ``orders``.  (The filter's guarantee is
+        the one at its own order; this is the figure to show for a partial spend,
+        which at the fixed order would carry the whole ``log(1/delta)/(order-1)``.)
+        """
+        if spent <= 0:
+            return 0.0
+        alphas = _orders(orders)
+        return rdp_to_dp([spent * a / self.order for a in alphas], alphas, self.delta)[0]
+
     def charge(self, keys: Iterable[str], events: Iterable[Event]) -> float:
         """Charge every key the RDP of ``events``; all or none (``InsufficientBudgetError``)."""
         from py_core.errors import InsufficientBudgetError

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from py_core.accounting import IndividualRdpFilter, filter_order
+from py_core.accounting import GaussianEvent, IndividualRdpFilter, filter_order
 from py_core.errors import InvalidParameterError
 
 if TYPE_CHECKING:
@@ -55,11 +55,12 @@ class DocumentCharge:
     document_id: int
     document: str
     charge_rdp: float
-    charge_epsilon: float
+    charge_fraction: float  # of the document's budget
     spent_rdp: float
-    spent_epsilon: float
+    spent_fraction: float
+    spent_epsilon: float  # the tightest epsilon (at the budget's delta) of the spend so far
     remaining_rdp: float
-    remaining_epsilon: float
+    remaining_fraction: float
     answers: int
     in_context: bool  # among the top-k chunks (every candidate is charged)
 
@@ -73,37 +74,53 @@ class Admission:
     formal: bool
     filter: dict[str, Any]
     charge_rdp: float | None = None
-    charge_epsilon: float | None = None
+    answer_epsilon: float | None = None  # the defense's calibrated epsilon for this answer
     threshold: float | None = None
     charged: list[DocumentCharge] = field(default_factory=list)
     excluded: list[dict[str, Any]] = field(default_factory=list)
     exhausted_in_context: list[dict[str, Any]] = field(default_factory=list)
 
     @property
+    def charge_fraction(self) -> float | None:
+        if self.charge_rdp is None:
+            return None
+        return min(math.inf, self.charge_rdp / self.filter["budget_rdp"])
+
+    @property
     def covered(self) -> bool:
         """Whether the answer's tokens are inside every context document's budget."""
         return self.formal and self.charge_rdp is not None and math.isfinite(self.charge_rdp)
 
-    def note(self) -> str:
+    def note(self, *, is_guest: bool = False) -> str:
+        """The budget's sentence for this answer (a guest's names no document and no count)."""
         if not self.formal:
             text = (
                 f"The {self.defense} defense gives no differential-privacy guarantee, so this "
                 "answer is not covered by the documents' lifetime budgets and charged nothing."
             )
-            if self.exhausted_in_context:
+            if self.exhausted_in_context and not is_guest:
                 names = ", ".join(d["document"] for d in self.exhausted_in_context)
-                text += f" Documents whose budget is spent were used anyway (owner): {names}."
+                text += f" Documents whose budget is spent were used anyway: {names}."
             return text
         if not self.covered:
             return (
                 f"The {self.defense} defense states no calibrated cost, so no document could "
                 "pay for this answer: it was given no context."
             )
+        share = (
+            f"{self.charge_fraction:.2%} of its lifetime budget of (ε {self.filter['epsilon']:g}, "
+            f"δ {self.filter['delta']:g}) ({self.charge_rdp:.4g} of RDP at order "
+            f"{self.filter['order']:g})"
+        )
+        if is_guest:
+            return (
+                f"This answer (ε {self.answer_epsilon:.3g} calibrated) charged every document it "
+                f"may depend on {share}; a document whose budget is spent is no longer used."
+            )
         text = (
-            f"This answer charged each of the {len(self.charged)} document(s) with a chunk "
-            f"scoring at least {self.threshold:g} {self.charge_rdp:.4g} of RDP at order "
-            f"{self.filter['order']:g} (ε {self.charge_epsilon:.3g} on its own) from a lifetime "
-            f"budget of (ε {self.filter['epsilon']:g}, δ {self.filter['delta']:g})."
+            f"This answer (ε {self.answer_epsilon:.3g} calibrated) charged each of the "
+            f"{len(self.charged)} document(s) with a chunk scoring at least {self.threshold:g} "
+            f"{share}."
         )
         if self.excluded:
             text += (
@@ -118,11 +135,12 @@ class Admission:
             "defense": self.defense,
             "formal": self.formal,
             "charge_rdp": self.charge_rdp,
-            "charge_epsilon": self.charge_epsilon,
+            "charge_fraction": self.charge_fraction,
+            "answer_epsilon": self.answer_epsilon,
             "order": self.filter["order"],
         }
         if is_guest:  # which documents were retrieved, or are spent, is not a guest's to see
-            return {**common, "documents_charged": len(self.charged), "note": self.note()}
+            return {**common, "note": self.note(is_guest=True)}
         return {
             **common,
             "budget_epsilon": self.filter["epsilon"],
@@ -147,8 +165,8 @@ def planned_charge(defense: Any, max_tokens: int, flt: IndividualRdpFilter) -> f
     if not entry.guarantee.formal:
         return None
     events = entry.calibrated_events(defense.params, max_tokens)
-    if not events:
-        return math.inf
+    if not events or not all(isinstance(e, GaussianEvent) for e in events):
+        return math.inf  # the figures shown (spent_epsilon) assume Gaussian charges
     return flt.charge_of(events)
 
 
@@ -214,7 +232,10 @@ class DocumentBudget:
         return {"epsilon": f.epsilon, "delta": f.delta, "order": f.order, "budget_rdp": f.budget}
 
     def _epsilon(self, rdp: float) -> float:
-        return self.filter.epsilon_of(rdp)
+        return self.filter.gaussian_epsilon_of(rdp)
+
+    def _fraction(self, rdp: float) -> float:
+        return rdp / self.filter.budget
 
     def exhausted(self, spent: float) -> bool:
         """Too little left for one reference answer (``bounded`` at its defaults)."""
@@ -230,9 +251,10 @@ class DocumentBudget:
             "collection": row["collection"],
             "sha256": row["sha256"],
             "spent_rdp": spent,
+            "spent_fraction": self._fraction(spent),
             "spent_epsilon": self._epsilon(spent),
             "remaining_rdp": remaining,
-            "remaining_epsilon": max(0.0, self.filter.epsilon - self._epsilon(spent)),
+            "remaining_fraction": self._fraction(remaining),
             "answers": int(row["answers"]),
             "answers_left": int(remaining // self.reference_rdp) if self.reference_rdp else 0,
             "exhausted": self.exhausted(spent),
@@ -281,7 +303,7 @@ class DocumentBudget:
             self._unguaranteed(admission, vector, collection, k, is_guest=is_guest)
             return admission
         admission.charge_rdp = charge
-        admission.charge_epsilon = self._epsilon(charge) if math.isfinite(charge) else None
+        admission.answer_epsilon = defense.defense.calibrated_epsilon(defense.params, max_tokens)
         admission.threshold = self.threshold
         with self.store.budget_transaction() as tx:
             candidates = self.store.scored_chunks(collection, vector, self.threshold)
@@ -357,11 +379,12 @@ class DocumentBudget:
             document_id=int(row["id"]),
             document=row["name"],
             charge_rdp=charge,
-            charge_epsilon=self._epsilon(charge),
+            charge_fraction=self._fraction(charge),
             spent_rdp=after,
+            spent_fraction=self._fraction(after),
             spent_epsilon=self._epsilon(after),
             remaining_rdp=self.filter.remaining(after),
-            remaining_epsilon=max(0.0, self.filter.epsilon - self._epsilon(after)),
+            remaining_fraction=self._fraction(self.filter.remaining(after)),
             answers=answers + 1,
             in_context=in_context,
         )
