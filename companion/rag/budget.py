@@ -130,12 +130,13 @@ class Admission:
         return text
 
     def to_dict(self, *, is_guest: bool) -> dict[str, Any]:
+        finite = self.charge_rdp is not None and math.isfinite(self.charge_rdp)
         common = {
             "covered": self.covered,
             "defense": self.defense,
             "formal": self.formal,
-            "charge_rdp": self.charge_rdp,
-            "charge_fraction": self.charge_fraction,
+            "charge_rdp": self.charge_rdp if finite else None,  # JSON has no infinity
+            "charge_fraction": self.charge_fraction if finite else None,
             "answer_epsilon": self.answer_epsilon,
             "order": self.filter["order"],
         }

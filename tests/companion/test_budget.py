@@ -240,6 +240,19 @@ def test_a_formal_defense_that_states_no_cost_fails_closed(tmp_path):
         guarantee=SimpleNamespace(formal=True), calibrated_events=lambda params, n: []
     )
     assert planned_charge(SimpleNamespace(defense=entry, params=None), 16, flt) == math.inf
+    rag = _rag(tmp_path / "s.sqlite3")
+    budget = _budget(rag)
+    closed = SimpleNamespace(
+        name="future",
+        params=None,
+        defense=SimpleNamespace(**vars(entry), calibrated_epsilon=lambda p, n: None),
+        to_dict=lambda: {"name": "future"},
+    )
+    admission = _ask(budget, rag, "cats?", closed)
+    assert admission.hits == [] and admission.charged == [] and not admission.covered
+    body = admission.to_dict(is_guest=False)
+    assert body["charge_rdp"] is None and "no document could pay" in body["note"]
+    assert [d["document"] for d in body["excluded"]] == ["cats.txt"]
     assert planned_charge(DefenseConfig.from_options("none"), 16, flt) is None
 
 
@@ -526,3 +539,22 @@ def test_lifetime_budget_over_twenty_real_answers(tmp_path, capsys):
     assert all(d["spent_rdp"] <= budget for d in status["documents"])
     assert all(d["spent_epsilon"] <= 10.0 + 1e-9 for d in status["documents"])
     assert contexts[0] >= 1  # the first gout question had its document
+
+
+def test_a_guest_key_is_charged_filtered_and_kept_out_of_the_budget_routes(api):
+    """A guest's answers charge the documents, lose spent ones, name none; /v1/budget is 403."""
+    created = api.post("/v1/keys", json={"collection": "med", "defense": "bounded"})
+    assert created.status_code == 201, created.text
+    guest = {"Authorization": f"Bearer {created.json()['key']}"}
+    body = {"messages": [{"role": "user", "content": "cats?"}], "max_tokens": 8}
+    first = api.post("/v1/chat/completions", json=body, headers=guest).json()["veil"]["budget"]
+    second = api.post("/v1/chat/completions", json=body, headers=guest).json()["veil"]["budget"]
+    assert first["covered"] and set(first) == set(second)
+    assert "cats" not in str(first) + str(second)
+    rows = {d["document"]: d for d in api.get("/v1/budget").json()["documents"]}
+    assert rows["cats.txt"]["answers"] == 1 and rows["cats.txt"]["exhausted"]
+    for method, path in (("GET", "/v1/budget"), ("GET", "/v1/budget/log")):
+        assert api.request(method, path, headers=guest).status_code == 403
+    reset = api.post("/v1/budget/reset", json={"document_ids": [1], "reason": "x"}, headers=guest)
+    assert reset.status_code == 403
+    assert api.get("/v1/budget").json()["documents"][0]["spent_rdp"] >= 0
