@@ -27,6 +27,7 @@ from companion.api.deps import check_access
 from companion.engine import ModelEngine
 from companion.errors import install_error_handlers
 from companion.keys import KeyStore, keys_path
+from companion.mcp import http as mcp_http
 from companion.security import SecurityMiddleware, ensure_token
 from companion.settings import VERSION, Settings, get_settings
 
@@ -75,7 +76,8 @@ def create_app(settings: Settings | None = None, *, embedder: Any = None) -> Fas
         if settings.preload_model:
             await asyncio.to_thread(app.state.engine.load)
         try:
-            yield
+            async with mcp_http.lifespan(app):  # the SDK's session manager for /mcp
+                yield
         finally:
             store.close()
 
@@ -101,6 +103,7 @@ def create_app(settings: Settings | None = None, *, embedder: Any = None) -> Fas
     )
     install_error_handlers(app)
     app.state.routers = _include_routers(app)
+    mcp_http.mount(app, settings.resolved_home())  # /mcp: RootGuard for agents
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

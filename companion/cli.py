@@ -25,6 +25,8 @@ COMMAND_MODULES = (
     "companion.commands.serve",
     "companion.commands.ingest",
     "companion.commands.keys",
+    "companion.commands.mcp",
+    "companion.commands.rootguard",
 )
 
 

@@ -46,7 +46,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 UPLOAD_PATHS = ("/v1/documents", "/v1/audit/inversion")  # file uploads: documents, hidden states
-TOKEN_PREFIXES = ("/v1/",)
+TOKEN_PREFIXES = ("/v1/", "/mcp")  # /mcp: the MCP endpoint (companion.mcp.http)
 PRINCIPAL = "veil.principal"  # the ASGI scope key the middleware sets
 
 
