@@ -264,9 +264,10 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         "benign answers under the undefended model with the same context; *correct*: the "
         "answer contains one of the question's accepted answers as whole words (see below); "
         "*still correct*: of the benign questions the undefended model got right, the share "
-        "this defense also gets right. ε is the receipt's ε (median over answers); \u03b3 the "
-        "fraction of protected tokens. For `copy_aware` the ε is nominal (no formal "
-        "guarantee); for PAD it covers only the \u03b3 fraction.\n",
+        "this defense also gets right. *ε (guarantee)* is the receipt's ε (median over answers): "
+        "only for a formal defense, calibrated for the longest answer allowed; `pad` and "
+        "`copy_aware` are not DP (their nominal figure in brackets, for comparison only); "
+        "\u03b3 is the fraction of tokens that got noise.\n",
         BENIGN_RULE,
         _left_out(results),
         "## Main comparison\n",
@@ -280,6 +281,8 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             continue
         title = "Ablations" if group == "ablation" else f"Sweep of {group.split(':', 1)[1]}"
         parts += [f"## {title}\n", table(base + entries)]
+    if results.get("guest"):
+        parts.append(guest_section(results["guest"]))
     for name in plots:
         parts.append(f"![{name}]({name})\n")
     parts.append(METHODS)
@@ -294,6 +297,37 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             answer = entry["rows"][0]["answer"].replace("\n", " ")
             parts.append(f"- **{entry['summary']['label']}**: {answer[:300]}\n")
     return common.write_report(out, "\n".join(parts))
+
+
+def guest_section(guest: dict[str, Any]) -> str:
+    """Owner vs guest key on the same attacks: what citations and receipts give away."""
+    rows = []
+    for who in ("owner", "guest"):
+        side = guest[who]
+        rows.append(
+            [
+                who + (" (titles allowed)" if who == "guest" and guest.get("allow_titles") else ""),
+                str(side["citations_with_text"]),
+                str(side["max_longest_run"]),
+                str(side["pii_values_found"]),
+                str(side["receipt_longest_run"]),
+            ]
+        )
+    headers = [
+        "caller",
+        "citations carrying chunk text",
+        "longest run of a chunk's words in citations",
+        "planted PII values in the response's veil object",
+        "longest chunk run in the receipt",
+    ]
+    verdict = "**no leak through citations**" if not guest["guest_leaks"] else "**LEAK**"
+    return (
+        "## The guest path: what citations give away\n\n"
+        f"The {guest['prompts']} attack and targeted prompts sent through the companion's API "
+        f"(defense `{guest['defense']}`, one-token answers: the answers themselves are measured "
+        "above) with the owner's token and with a guest key for the same collection. "
+        f"Guest: {verdict}.\n\n" + common.markdown_table(headers, rows) + "\n"
+    )
 
 
 def _regenerate(out: Path, meta: dict[str, Any]) -> str:

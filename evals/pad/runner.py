@@ -245,11 +245,18 @@ def _write_shard(results: dict[str, Any], out: Path, shard: tuple[int, int]) -> 
 
 
 def finish(results: dict[str, Any], out: Path) -> dict[str, Any]:
-    """Order the configurations, add the changes relative to ``none``, write results and report."""
+    """Order the configurations, add the changes relative to ``none``, run the guest path,
+    write results and report."""
+    from evals.pad.config import FULL, SMOKE
+    from evals.pad.guest import run_guest_check
     from evals.pad.report import write_report
 
     results["configs"].sort(key=lambda c: c["summary"]["index"])
     _relative(results)
+    config = SMOKE if results.get("meta", {}).get("smoke") else FULL
+    # The same attacks, sent through the API with the owner's token and with a guest key:
+    # what the response's citations and receipt give away (the default defense).
+    results["guest"] = run_guest_check(config, defense="copy_aware")
     common.write_results(out, results)
     write_report(results, out)
     return results
