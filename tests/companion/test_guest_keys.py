@@ -357,6 +357,25 @@ def test_a_guest_key_cannot_reach_any_owner_route(client, method, path):
     assert owner.status_code not in (401, 403), (method, path, owner.text)
 
 
+def test_token_paths_outside_the_schema_are_the_owners_too(client):
+    """Token-checked paths the schema does not list (mounted apps such as /mcp, unknown
+    paths) refuse a guest key before routing: the guest table is an allowlist."""
+    from companion.security import TOKEN_PREFIXES
+
+    raw = _new_key(client)
+    schema = {p for _, p in ROUTES}
+    mounted = {
+        str(r.path)
+        for r in client.app.routes
+        if str(getattr(r, "path", "")).startswith(TOKEN_PREFIXES) and r.path not in schema
+    }
+    for path in sorted(mounted | {"/v1/no-such-route", "/v1/chat/completions/"}):
+        for method in ("GET", "POST", "DELETE"):
+            response = client.request(method, path, headers=_as(raw))
+            assert response.status_code == 403, (method, path, response.text)
+            assert _error(response)["code"] == "guest_forbidden"
+
+
 def test_every_schema_route_is_tested():
     """The table-driven test runs over the routes of the app as it is now, all of them."""
     assert set(OWNER_ROUTES) == set(_schema_routes()) - EXPECTED_GUEST - PUBLIC
