@@ -7,6 +7,8 @@ Errors Veil raises on purpose (:class:`py_core.errors.VeilError`) become 4xx.
 
 from __future__ import annotations
 
+import logging
+import secrets
 from enum import StrEnum
 from typing import Any
 
@@ -22,6 +24,8 @@ from py_core.errors import (
     StateError,
     VeilError,
 )
+
+log = logging.getLogger("veil.errors")
 
 
 class ErrorCode(StrEnum):
@@ -43,6 +47,10 @@ class ErrorCode(StrEnum):
     BUDGET_EXHAUSTED = "budget_exhausted"
     STATE_CONFLICT = "state_conflict"
     MODEL_UNAVAILABLE = "model_unavailable"
+    QUEUE_FULL = "queue_full"  # the audit job queue is full (429 with Retry-After)
+    SETUP_REQUIRED = "setup_required"  # the auditor's fast path needs its per-model setup
+    PROMPT_TOO_LONG = "prompt_too_long"  # over max_prompt_tokens or max_messages
+    DOCUMENT_TOO_LARGE = "document_too_large"  # over max_document_chars / max_document_chunks
     INTERNAL = "internal_error"
 
 
@@ -55,6 +63,7 @@ _TYPES = {
     409: "conflict_error",
     413: "invalid_request_error",
     415: "invalid_request_error",
+    429: "rate_limit_error",
     503: "server_busy_error",
     504: "timeout_error",
 }
@@ -64,13 +73,19 @@ class APIError(Exception):
     """An error with an HTTP status and a stable code."""
 
     def __init__(
-        self, status: int, code: ErrorCode, message: str, param: str | None = None
+        self,
+        status: int,
+        code: ErrorCode,
+        message: str,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.param = param
+        self.headers = headers
 
 
 def envelope(
@@ -116,7 +131,7 @@ def _location(loc: tuple[Any, ...]) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError) -> JSONResponse:
-        return error_response(exc.status, exc.code, exc.message, exc.param)
+        return error_response(exc.status, exc.code, exc.message, exc.param, exc.headers)
 
     @app.exception_handler(VeilError)
     async def _veil_error(request: Request, exc: VeilError) -> JSONResponse:
@@ -147,6 +162,16 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(
-            500, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
-        )
+        return internal_error_response(exc, f"{request.method} {request.url.path}")
+
+
+def internal_error_message(exc: BaseException, where: str) -> str:
+    """Log ``exc`` with its trace; the client's message names only an id to look for."""
+    ref = secrets.token_hex(4)
+    log.error("internal error %s in %s", ref, where, exc_info=(type(exc), exc, exc.__traceback__))
+    return f"internal error (reference {ref}; the details are in the server log)"
+
+
+def internal_error_response(exc: BaseException, where: str) -> JSONResponse:
+    """A 500 that never carries exception text or a trace (they go to the server log)."""
+    return error_response(500, ErrorCode.INTERNAL, internal_error_message(exc, where))

@@ -9,8 +9,18 @@
 * ``GET /v1/audit/inversion/{id}`` returns the status and, when done, the result:
   recovered text, per-position proof (discrete loss, rank found at, candidates
   checked), flagged positions and timings.
-* ``DELETE /v1/audit/inversion/{id}`` cancels a running job.
-* ``GET /v1/audit/setup`` says whether the fast path is set up for a model.
+* ``DELETE /v1/audit/inversion/{id}`` cancels a queued or running job (a running
+  one stops within about a second; a cancelled setup keeps its resumable progress).
+* ``GET /v1/audit/inversion`` lists the jobs in memory (running and queued first),
+  so a reopened page can reattach to their progress.
+* ``GET /v1/audit/setup`` says whether the fast path is set up for a model (read
+  without waiting for any job) and which setup job is running, if any.
+* ``POST /v1/audit/setup`` starts the per-model setup as a job (202; its progress
+  streams like an inversion's).  Setup never starts implicitly: a fast job for a
+  model that is not set up gets 409 ``setup_required``.
+
+Jobs wait in a bounded queue (``audit_max_queued``; 429 with ``Retry-After``
+when full) and run one per model at a time; no handler waits for a job.
 
 Security (token, Host and Origin checks) comes from the app's middleware.
 """
@@ -19,16 +29,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from companion.api.deps import AuditJobsDep, SettingsDep
-from companion.audit import PUBLISHED
-from companion.errors import APIError, ErrorCode
+from companion.audit import PUBLISHED, QueueFullError
+from companion.errors import APIError, ErrorCode, veil_error_status
 from py_core.errors import VeilError
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
@@ -52,7 +63,6 @@ class InversionBody(BaseModel):
     learning_rate: float = Field(default=PUBLISHED.learning_rate, gt=0.0)
     seed: int | None = None
     key: str | None = None
-    allow_setup: bool = True
 
 
 def _bad_request(
@@ -89,9 +99,13 @@ async def _read_body(
         return body, data, filename
     if content_type.startswith("application/json") or not content_type:
         try:
-            raw = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise _bad_request(f"the body is not valid JSON: {exc}") from exc
+            raw = json.loads(await request.body())
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, nesting
+            raise _bad_request(
+                "the body is not valid JSON (or is nested too deeply)"
+                if isinstance(exc, RecursionError)
+                else f"the body is not valid JSON: {_json_problem(exc)}"
+            ) from None
         if not isinstance(raw, dict):
             raise _bad_request("the JSON body must be an object")
         return _parse(raw), None, None
@@ -102,17 +116,20 @@ async def _read_body(
     )
 
 
+def _json_problem(exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    return "it is not UTF-8 text"
+
+
 def _parse(fields: dict[str, Any]) -> InversionBody:
     try:
         return InversionBody.model_validate(fields)
-    except Exception as exc:  # pydantic.ValidationError: list every problem
-        errors = getattr(exc, "errors", None)
-        if callable(errors):
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors()
-            )
-            raise _bad_request(f"invalid options: {problems}") from exc
-        raise
+    except ValidationError as exc:  # list every problem
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise _bad_request(f"invalid options: {problems}") from None
 
 
 def _start(service: Any, body: InversionBody, data: bytes | None, filename: str | None) -> Any:
@@ -134,24 +151,60 @@ def _start(service: Any, body: InversionBody, data: bytes | None, filename: str 
         candidates=body.candidates,
         learning_rate=body.learning_rate,
         seed=body.seed,
-        allow_setup=body.allow_setup,
+        allow_setup=False,  # setup is its own job (POST /v1/audit/setup), never implicit
     )
-    try:
-        request.validate()
-        target, _ = service.pool.get(body.model, body.layer)
-        states, truth = prepare_states(target, request)
-    except VeilError as exc:
-        raise _bad_request(str(exc)) from exc
-    return service.submit(request, states, truth, model=body.model, layer=body.layer)
+    request.validate()
+    target = service.pool.get(body.model, body.layer)
+    if request.method == "fast":
+        from companion.audit.ranker import is_ready
+        from companion.audit.service import setup_required
+
+        if not is_ready(target):
+            raise setup_required(target)
+    states, truth = prepare_states(target, request)
+    return request, states, truth
+
+
+def _queue_full(exc: QueueFullError) -> APIError:
+    return APIError(
+        429,
+        ErrorCode.QUEUE_FULL,
+        str(exc),
+        headers={"Retry-After": str(exc.retry_after)},
+    )
+
+
+def _veil_error(exc: VeilError) -> APIError:
+    from companion.audit.service import SetupRequiredError
+
+    if isinstance(exc, SetupRequiredError):
+        return APIError(409, ErrorCode.SETUP_REQUIRED, str(exc))
+    status, code = veil_error_status(exc)
+    return APIError(status, code, str(exc))
 
 
 @router.post("/inversion", status_code=202)
 async def start_inversion(
     request: Request, service: AuditJobsDep, settings: SettingsDep
 ) -> JSONResponse:
-    """Start an inversion job; 202 with its id and where to follow it."""
+    """Queue an inversion job; 202 with its id and where to follow it.
+
+    409 ``setup_required`` when the fast path is not set up for the model; 429
+    with ``Retry-After`` when the queue is full.
+    """
     body, data, filename = await _read_body(request, settings.max_upload_bytes)
-    job = await asyncio.to_thread(_start, service, body, data, filename)
+    try:
+        prepared = await asyncio.to_thread(_start, service, body, data, filename)
+    except VeilError as exc:
+        raise _veil_error(exc) from None
+    if await request.is_disconnected():  # the client gave up while its states were prepared
+        raise _bad_request("the client went away before the job was queued")
+    try:
+        job = service.submit(*prepared, model=body.model, layer=body.layer)
+    except QueueFullError as exc:
+        raise _queue_full(exc) from None
+    except VeilError as exc:
+        raise _veil_error(exc) from None
     base = f"/v1/audit/inversion/{job.id}"
     return JSONResponse(
         status_code=202,
@@ -171,22 +224,39 @@ def _job(service: Any, job_id: str) -> Any:
 @router.get("/inversion/{job_id}")
 def get_inversion(job_id: str, service: AuditJobsDep) -> dict[str, Any]:
     """Status of a job and, once done, its result."""
-    return dict(_job(service, job_id).summary())
+    job = _job(service, job_id)
+    job.touch()
+    return dict(job.summary())
 
 
 @router.delete("/inversion/{job_id}")
 def cancel_inversion(job_id: str, service: AuditJobsDep) -> dict[str, Any]:
-    """Ask a queued or running job to stop (it stops at the next position)."""
-    job = _job(service, job_id)
-    job.cancel.set()
+    """Cancel a job: a queued one at once, a running one within about a second."""
+    job = service.cancel(job_id) or _job(service, job_id)  # 404 when unknown
     return {"id": job.id, "status": job.status, "cancel_requested": True}
 
 
 @router.get("/inversion")
 def list_inversions(service: AuditJobsDep) -> dict[str, Any]:
-    """Jobs kept in memory (without their results)."""
-    jobs = service.jobs()
+    """Jobs kept in memory, running and queued first (without their results)."""
+    order = {"running": 0, "queued": 1}
+    jobs = sorted(service.jobs(), key=lambda j: (order.get(j.status, 2), -j.created))
     return {"jobs": [{k: v for k, v in j.summary().items() if k != "result"} for j in jobs]}
+
+
+_EVENT_ID = re.compile(r"[0-9]{1,9}")
+
+
+def _resume_from(last_event_id: str | None) -> int:
+    """The index after ``Last-Event-ID`` (plain decimal digits only), else 0."""
+    if last_event_id is None or not last_event_id.strip():
+        return 0
+    value = last_event_id.strip()
+    if not _EVENT_ID.fullmatch(value):
+        raise _bad_request(
+            "Last-Event-ID must be the decimal id of an event this stream sent (at most 9 digits)"
+        )
+    return int(value) + 1
 
 
 @router.get("/inversion/{job_id}/events")
@@ -195,28 +265,33 @@ async def inversion_events(
 ) -> StreamingResponse:
     """Progress as server-sent events, ending with a ``done`` or ``error`` event."""
     job = _job(service, job_id)
-    last = request.headers.get("last-event-id")
-    start = int(last) + 1 if last and last.isdigit() else 0
+    start = _resume_from(request.headers.get("last-event-id"))
 
     async def stream() -> AsyncIterator[str]:
         index = start
         idle = 0.0
-        while True:
-            events = job.events[index:]
-            for event in events:
-                yield f"id: {event['index']}\nevent: {event['kind']}\ndata: {json.dumps(event)}\n\n"
-                index = event["index"] + 1
-                if event["kind"] in ("done", "error"):
+        job.watchers += 1
+        try:
+            while True:
+                job.touch()
+                events = job.events[index:]
+                for event in events:
+                    data = json.dumps(event)
+                    yield f"id: {event['index']}\nevent: {event['kind']}\ndata: {data}\n\n"
+                    index = event["index"] + 1
+                    if event["kind"] in ("done", "error"):
+                        return
+                if job.finished and index >= len(job.events):
                     return
-            if job.finished and index >= len(job.events):
-                return
-            if await request.is_disconnected():
-                return
-            await asyncio.sleep(0.1)
-            idle = 0.0 if events else idle + 0.1
-            if idle >= 15.0:
-                idle = 0.0
-                yield ": keep-alive\n\n"
+                if await request.is_disconnected():
+                    return
+                await asyncio.sleep(0.1)
+                idle = 0.0 if events else idle + 0.1
+                if idle >= 15.0:
+                    idle = 0.0
+                    yield ": keep-alive\n\n"
+        finally:
+            job.watchers -= 1
 
     return StreamingResponse(
         stream(),
@@ -225,21 +300,33 @@ async def inversion_events(
     )
 
 
+def _target(service: Any, model: str | None, layer: int) -> Any:
+    try:
+        return service.pool.get(model, layer)
+    except VeilError as exc:
+        raise _veil_error(exc) from None
+
+
 @router.get("/setup")
-def setup_status(
+async def setup_status(
     service: AuditJobsDep, model: str | None = None, layer: int = -1
 ) -> dict[str, Any]:
-    """Whether the fast path is set up for a model (the first fast job sets it up if not)."""
+    """Whether the fast path is set up for a model, and its running setup job if any.
+
+    Read from the setup folder without waiting for any job (opening the model the
+    first time takes a few seconds, in a worker thread).
+    """
     from companion.audit.ranker import is_ready, setup_dir
 
-    try:
-        target, _ = service.pool.get(model, layer)
-    except VeilError as exc:
-        raise _bad_request(str(exc)) from exc
+    target = await asyncio.to_thread(_target, service, model, layer)
     ready = is_ready(target)
     meta: dict[str, Any] | None = None
     if ready:
-        meta = json.loads((setup_dir(target) / "done.json").read_text())
+        try:
+            meta = json.loads((setup_dir(target) / "done.json").read_text())
+        except (OSError, ValueError):
+            ready = False
+    job = service.active_setup(model, layer)
     return {
         "model": target.identity,
         "layer": target.layer,
@@ -247,4 +334,31 @@ def setup_status(
         "vocab_size": target.vocab_size,
         "ready": ready,
         "setup": meta,
+        "job": None if job is None else {k: v for k, v in job.summary().items() if k != "result"},
     }
+
+
+class SetupBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = None
+    layer: int = -1
+    force: bool = False
+
+
+@router.post("/setup", status_code=202)
+async def start_setup(service: AuditJobsDep, body: SetupBody | None = None) -> JSONResponse:
+    """Queue the per-model setup (or return the one already queued or running); 202."""
+    body = body or SetupBody()
+    await asyncio.to_thread(_target, service, body.model, body.layer)
+    try:
+        job = service.submit_setup(model=body.model, layer=body.layer, force=body.force)
+    except QueueFullError as exc:
+        raise _queue_full(exc) from None
+    except VeilError as exc:
+        raise _veil_error(exc) from None
+    base = f"/v1/audit/inversion/{job.id}"
+    return JSONResponse(
+        status_code=202,
+        content={"id": job.id, "status": job.status, "events": f"{base}/events", "result": base},
+    )

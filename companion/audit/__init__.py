@@ -23,3 +23,11 @@ class PublishedDefaults:
 
 # The one source of these defaults for the CLI, the API, the service and the evaluation.
 PUBLISHED = PublishedDefaults()
+
+
+class QueueFullError(Exception):
+    """The audit job queue is full; ``retry_after`` seconds is a hint for when to try again."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

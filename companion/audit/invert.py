@@ -151,6 +151,12 @@ class InversionResult:
         }
 
 
+def _stop_if(should_stop: Callable[[], bool] | None) -> None:
+    """Raise InterruptedError when the job was cancelled (checked between batches)."""
+    if should_stop is not None and should_stop():
+        raise InterruptedError("the inversion was cancelled")
+
+
 def _check_states(target: TargetModel, states: torch.Tensor) -> torch.Tensor:
     if states.ndim != 2 or states.shape[1] != target.hidden_size or states.shape[0] < 1:
         raise InvalidParameterError(
@@ -207,15 +213,18 @@ def invert_fast(
     prefix = Prefix()
     results: list[PositionResult] = []
     for t in range(states.shape[0]):
-        if should_stop is not None and should_stop():
-            raise InterruptedError("the inversion was cancelled")
+        _stop_if(should_stop)
         t0 = time.perf_counter()
         order = orders[t][:limit]
         if use_screen:
             assert tolerance is not None
-            result, prefix = _search_screened(target, prefix, states[t], order, tolerance, t, setup)
+            result, prefix = _search_screened(
+                target, prefix, states[t], order, tolerance, t, setup, should_stop
+            )
         else:
-            result, prefix = _search_position(target, prefix, states[t], order, tolerance, t, setup)
+            result, prefix = _search_position(
+                target, prefix, states[t], order, tolerance, t, setup, should_stop
+            )
         result.seconds = time.perf_counter() - t0 + (rank_seconds if t == 0 else 0.0)
         if true_token_ids is not None:
             result.true_token_id = int(true_token_ids[t])
@@ -256,11 +265,13 @@ def _search_position(
     tolerance: float | None,
     position: int,
     setup: SetupArtifacts | None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> tuple[PositionResult, Prefix]:
     best: tuple[float, float, int, int, Any, int] | None = None  # mse, maxabs, id, rank, cache, row
     seen_mse: list[torch.Tensor] = []
     checked = 0
     for start, stop in _batches(int(order.numel()), len(prefix), target):
+        _stop_if(should_stop)
         cand = order[start:stop]
         checked = stop
         if tolerance is not None:
@@ -362,14 +373,18 @@ def _search_screened(
     tolerance: float,
     position: int,
     setup: SetupArtifacts | None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> tuple[PositionResult, Prefix]:
     """Verify the first few, screen the rest, verify what screens close; exhaustive at the end."""
     total = int(order.numel())
     head = sum(FULL_PRECISION_HEAD)
     if total <= head:
-        return _search_position(target, prefix, state, order, tolerance, position, setup)
+        return _search_position(
+            target, prefix, state, order, tolerance, position, setup, should_stop
+        )
     start = 0
     for size in FULL_PRECISION_HEAD:
+        _stop_if(should_stop)
         cand = order[start : start + size]
         row, max_abs, mse, cache = _proof(target, prefix, state, cand, tolerance)
         if row is not None:
@@ -384,6 +399,7 @@ def _search_screened(
     threshold = SCREEN_FRACTION * float(state.pow(2).mean())
     sizes = iter((*SCREEN_CHUNKS, *([SCREEN_CHUNKS[-1]] * total)))
     while start < total:
+        _stop_if(should_stop)
         stop = min(total, start + next(sizes))
         screened_mse[start:stop] = target.screen(prefix, order[start:stop], state).cpu()
         close = torch.nonzero(screened_mse[start:stop] <= threshold).flatten() + start
@@ -406,7 +422,7 @@ def _search_screened(
         verified[:] = False
     rest = rest[torch.argsort(screened_mse[rest])]
     result, new_prefix = _search_position(
-        target, prefix, state, order[rest], tolerance, position, setup
+        target, prefix, state, order[rest], tolerance, position, setup, should_stop
     )
     fp32 = int(verified.sum()) + result.candidates_checked
     if result.rank is not None:
@@ -494,8 +510,7 @@ def invert_gradient(
                 trace.append((step, _rank_of(embedding, proxy.detach(), truth)))
             if step == config.steps:
                 break
-            if should_stop is not None and step % 50 == 0 and should_stop():
-                raise InterruptedError("the inversion was cancelled")
+            _stop_if(should_stop)
             with torch.enable_grad():
                 state = target.state_for_embedding(prefix, proxy)
                 loss = (state - states[t]).pow(2).mean()
@@ -506,7 +521,7 @@ def invert_gradient(
             dist = (embedding - proxy.detach()).pow(2).sum(dim=-1)
             order = torch.argsort(dist)[:candidates].cpu()
         result, prefix = _search_position(
-            target, prefix, states[t], order, config.tolerance, t, None
+            target, prefix, states[t], order, config.tolerance, t, None, should_stop
         )
         if result.status == "unresolved":
             # The published fallback commits the nearest embedding, not the best-verified one.

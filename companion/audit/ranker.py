@@ -22,7 +22,9 @@ candidates are tried.
 
 Everything is cached under ``veil_home()/audit/<model identity>-L<layer>/``; every
 stage writes its output atomically and the position-0 table and the training
-checkpoints are saved as they go, so an interrupted setup resumes.
+checkpoints are saved as they go, so an interrupted setup resumes.  ``should_stop``
+is checked between batches of every stage (a cancelled setup raises
+``InterruptedError`` within about a second and keeps what it saved).
 """
 
 from __future__ import annotations
@@ -52,6 +54,19 @@ _INFERENCE_ONLY = ("mixture",)
 
 def _no_progress(stage: str, done: int, total: int) -> None:
     return None
+
+
+def _stopping(progress: Progress, should_stop: Callable[[], bool] | None) -> Progress:
+    """``progress`` that first raises InterruptedError once ``should_stop()`` is true."""
+    if should_stop is None:
+        return progress
+
+    def report(stage: str, done: int, total: int) -> None:
+        if should_stop():
+            raise InterruptedError("the setup was cancelled; its progress so far is kept")
+        progress(stage, done, total)
+
+    return report
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,11 +251,17 @@ def run_setup(
     *,
     progress: Progress = _no_progress,
     force: bool = False,
+    should_stop: Callable[[], bool] | None = None,
 ) -> SetupArtifacts:
-    """Build (or resume building) the per-model ranker and position-0 table."""
+    """Build (or resume building) the per-model ranker and position-0 table.
+
+    ``should_stop`` is checked between batches; when it turns true the setup
+    raises ``InterruptedError`` and a later run resumes from what was saved.
+    """
     config = config or SetupConfig()
+    progress = _stopping(progress, should_stop)
     folder = setup_dir(target)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     config_file = folder / "config.json"
     if force:
         for path in folder.iterdir():
@@ -365,7 +386,11 @@ def _build_table(
         ids = torch.arange(done, stop).reshape(-1, 1)
         table[done:stop] = target.batch_hidden_states(ids)[:, 0].half().cpu()
         done = stop
-        progress("position-0 table", done, vocab)
+        try:
+            progress("position-0 table", done, vocab)
+        except InterruptedError:
+            _atomic_save({"table": table, "done": done}, partial)  # resume from here
+            raise
         if time.monotonic() - last_save > 20 and done < vocab:
             _atomic_save({"table": table, "done": done}, partial)
             last_save = time.monotonic()
@@ -397,7 +422,11 @@ def _build_corpus(
         _sample_chunk(model, target, config, gen, allowed, dry=True)
     made = sum(int(c.shape[0]) for c in chunks)
     while made < config.sequences:
-        chunks.append(_sample_chunk(model, target, config, gen, allowed, dry=False))
+
+        def step(made: int = made) -> None:
+            progress("generating training text", made, config.sequences)
+
+        chunks.append(_sample_chunk(model, target, config, gen, allowed, dry=False, step=step))
         made += int(chunks[-1].shape[0])
         _atomic_save(chunks, chunk_file)
         progress("generating training text", min(made, config.sequences), config.sequences)
@@ -420,6 +449,7 @@ def _sample_chunk(
     allowed: torch.Tensor,
     *,
     dry: bool,
+    step: Callable[[], None] | None = None,
 ) -> torch.Tensor:
     batch = config.generation_batch
     first = allowed[torch.randint(len(allowed), (batch,), generator=gen)]
@@ -432,6 +462,8 @@ def _sample_chunk(
     cache = None
     step_ids = ids
     for _ in range(config.length - 1):
+        if step is not None:
+            step()  # progress, and where a cancelled setup stops
         kwargs: dict[str, Any] = {"input_ids": step_ids, "use_cache": True}
         if cache is not None:
             kwargs[target._cache_kw] = cache
@@ -479,7 +511,7 @@ def _train_ranker(
     first_epoch = 0
     gen = torch.Generator().manual_seed(config.seed + 1)
     if checkpoint.exists():
-        saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
         ranker.load_state_dict(saved["model"])
         optimiser.load_state_dict(saved["optimiser"])
         schedule.load_state_dict(saved["schedule"])

@@ -29,12 +29,16 @@ from companion.audit.invert import (
     invert_gradient,
 )
 from companion.audit.ranker import SetupArtifacts, SetupConfig, is_ready, load_setup, run_setup
-from py_core.errors import InvalidParameterError
+from py_core.errors import InvalidParameterError, StateError
 
 Event = dict[str, Any]
 EventCallback = Callable[[Event], None]
 METHODS = ("fast", "gradient")
 MAX_TEXT_TOKENS = 256
+
+
+class SetupRequiredError(StateError):
+    """The fast path needs the per-model setup, which never starts implicitly from a job."""
 
 
 def open_target(
@@ -94,7 +98,7 @@ class InversionRequest:
     candidates: int = PUBLISHED.candidates
     learning_rate: float = PUBLISHED.learning_rate
     seed: int | None = None
-    allow_setup: bool = True
+    allow_setup: bool = True  # the CLI's `veil audit invert`; the HTTP API never sets up implicitly
 
     def validate(self) -> None:
         sources = [
@@ -228,9 +232,10 @@ def invert_prepared(
             progress=lambda stage, done, total: emit(
                 {"kind": "setup", "stage": stage, "done": done, "total": total}
             ),
+            should_stop=should_stop,
         )
     else:
-        setup = load_setup(target)  # raises a StateError that says how to set up
+        raise setup_required(target)
     tolerance = None if request.is_noisy else (request.tolerance or DEFAULT_TOLERANCE)
     return invert_fast(
         target,
@@ -244,20 +249,41 @@ def invert_prepared(
     )
 
 
+def setup_required(target: TargetModel) -> SetupRequiredError:
+    """The error a fast job gets when its model is not set up: what to run, and how long."""
+    return SetupRequiredError(
+        f"the inversion auditor is not set up for this model ({target.key}); run the setup "
+        "first: the audit page's 'Set up' button, POST /v1/audit/setup, or `veil audit setup` "
+        "(once per model, about 15 minutes on two CPU cores for SmolLM2-135M)"
+    )
+
+
 class ModelPool:
-    """Models opened on demand, one lock each so only one job runs per model at a time."""
+    """Models opened on demand and kept; opening one holds only that model's opening lock.
+
+    No job lock lives here: which job runs when is the job manager's business
+    (:mod:`companion.audit.jobs`), so reading a model (setup status, preparing
+    states) never waits for a running job.
+    """
 
     def __init__(self, opener: Callable[[str | None, int], TargetModel] | None = None) -> None:
         self._opener = opener or (lambda spec, layer: open_target(spec, layer=layer))
         self._targets: dict[tuple[str | None, int], TargetModel] = {}
-        self._locks: dict[tuple[str | None, int], threading.Lock] = {}
+        self._opening: dict[tuple[str | None, int], threading.Lock] = {}
         self._guard = threading.Lock()
 
-    def get(self, spec: str | None, layer: int) -> tuple[TargetModel, threading.Lock]:
+    def get(self, spec: str | None, layer: int) -> TargetModel:
         key = (spec, layer)
         with self._guard:
-            lock = self._locks.setdefault(key, threading.Lock())
-        with lock:
-            if key not in self._targets:
-                self._targets[key] = self._opener(spec, layer)
-        return self._targets[key], lock
+            target = self._targets.get(key)
+            if target is not None:
+                return target
+            lock = self._opening.setdefault(key, threading.Lock())
+        with lock:  # only while this model is being opened
+            with self._guard:
+                target = self._targets.get(key)
+            if target is None:
+                target = self._opener(spec, layer)
+                with self._guard:
+                    self._targets[key] = target
+        return target

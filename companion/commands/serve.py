@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from companion.settings import DTYPES
 from py_core.errors import InvalidParameterError
@@ -39,8 +40,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from companion.app import create_app
     from companion.settings import Settings
 
@@ -72,5 +71,32 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"API token (enter it once in the page or the extension): {app.state.token}", flush=True)
     print(f"token file: {settings.resolved_token_path()}", flush=True)
     print("loading the model and the embedder...", flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+    run_server(app, settings.host, settings.port)
     return 0
+
+
+def run_server(app: Any, host: str, port: int, log_level: str = "info") -> None:
+    """Serve ``app`` with uvicorn; the first SIGTERM or Ctrl-C stops it.
+
+    On the first signal the running generation and every audit job are cancelled
+    at once (:func:`companion.app.shutdown`), so open event streams end and the
+    server does not wait for them; ``timeout_graceful_shutdown`` bounds what is left.
+    """
+    import threading
+
+    import uvicorn
+
+    from companion.app import shutdown
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if not self.should_exit:  # the first signal: cancel the work, without blocking
+                threading.Thread(
+                    target=shutdown, args=(app, 0.0), name="veil-shutdown", daemon=True
+                ).start()
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5
+    )
+    Server(config).run()

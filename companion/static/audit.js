@@ -3,6 +3,7 @@
 
 const $ = (id) => document.getElementById(id);
 let currentJob = null;
+let currentKind = "inversion";
 let streamAbort = null;
 
 function apiToken() {
@@ -110,7 +111,9 @@ function renderResult(result, tokenizerText) {
 
 function onEvent(kind, data) {
   const stage = $("stage"), bar = $("progress");
-  if (kind === "setup") {
+  if (kind === "queued") {
+    stage.textContent = data.ahead ? `Queued: ${data.ahead} job(s) ahead…` : "Queued…";
+  } else if (kind === "setup") {
     stage.textContent = `One-time setup for this model — ${data.stage}: ${data.done} / ${data.total}`;
     bar.max = data.total; bar.value = data.done;
   } else if (kind === "started") {
@@ -123,8 +126,13 @@ function onEvent(kind, data) {
     $("result").hidden = false;
     $("tokens").append(tokenSpan({ ...data, max_abs: 0 }));
   } else if (kind === "done") {
-    stage.textContent = "Done.";
-    renderResult(data.result);
+    if (currentKind === "setup") {
+      stage.textContent = "Setup done: the fast path is ready for this model.";
+      $("setup-box").hidden = true;
+    } else {
+      stage.textContent = "Done.";
+      renderResult(data.result);
+    }
     finish();
   } else if (kind === "error") {
     showError(data.message);
@@ -159,8 +167,95 @@ async function follow(jobId) {
 
 function finish() {
   $("start").disabled = false;
+  $("setup").disabled = false;
   $("cancel").disabled = true;
   currentJob = null;
+  refreshJobs();
+}
+
+async function attach(job) {
+  // Follow a job that is already queued or running (after reopening the page).
+  if (streamAbort) streamAbort.abort();
+  showError("");
+  currentJob = job.id;
+  currentKind = job.kind || "inversion";
+  $("start").disabled = true;
+  $("setup").disabled = true;
+  $("cancel").disabled = false;
+  $("progress-box").hidden = false;
+  $("stage").textContent = job.status === "queued" ? "Queued…" : "Reattaching…";
+  if (currentKind !== "setup") { $("result").hidden = true; $("tokens").replaceChildren(); }
+  await follow(job.id);
+}
+
+function progressText(job) {
+  const p = job.progress;
+  if (!p) return job.status === "queued" ? "waiting" : "–";
+  if (p.kind === "setup") return `${p.stage}: ${p.done} / ${p.total}`;
+  if (p.kind === "position") return `position ${p.position + 1}`;
+  return `${p.positions} positions`;
+}
+
+async function refreshJobs() {
+  let body;
+  try {
+    const res = await fetch("/v1/audit/inversion", { headers: headers() });
+    if (!res.ok) return;
+    body = await res.json();
+  } catch (err) {
+    return;
+  }
+  const active = body.jobs.filter((j) => j.status === "running" || j.status === "queued");
+  $("jobs-box").hidden = active.length === 0;
+  $("jobs").querySelector("tbody").replaceChildren(...active.map((job) => {
+    const tr = document.createElement("tr");
+    for (const text of [job.id, job.kind === "setup" ? "setup" : job.method, job.status, progressText(job)]) {
+      const td = document.createElement("td");
+      td.textContent = text;
+      tr.append(td);
+    }
+    const td = document.createElement("td");
+    const followButton = document.createElement("button");
+    followButton.type = "button";
+    followButton.textContent = "Follow";
+    followButton.disabled = job.id === currentJob;
+    followButton.addEventListener("click", () => attach(job));
+    const cancelButton = document.createElement("button");
+    cancelButton.type = "button";
+    cancelButton.textContent = "Cancel";
+    cancelButton.addEventListener("click", () => cancelJob(job.id));
+    td.append(followButton, cancelButton);
+    tr.append(td);
+    return tr;
+  }));
+}
+
+async function checkSetup() {
+  // Does the chosen model need its one-time setup? Offer it (or reattach to it).
+  const model = $("model").value.trim();
+  const query = model ? `?model=${encodeURIComponent(model)}` : "";
+  try {
+    const res = await fetch(`/v1/audit/setup${query}`, { headers: headers() });
+    if (!res.ok) return;
+    const status = await res.json();
+    $("setup-box").hidden = status.ready;
+    if (status.job && !currentJob) attach(status.job);
+  } catch (err) {
+    // the page still works; a job request would say what is missing
+  }
+}
+
+async function startSetup() {
+  showError("");
+  const model = $("model").value.trim();
+  const res = await fetch("/v1/audit/setup", {
+    method: "POST",
+    headers: headers({ "Content-Type": "application/json" }),
+    body: JSON.stringify(model ? { model } : {}),
+  });
+  const body = await res.json().catch(() => null);
+  if (!res.ok) { showError(errorMessage(body, res.status)); return; }
+  await attach({ id: body.id, kind: "setup", status: body.status });
 }
 
 async function start(event) {
@@ -195,9 +290,15 @@ async function start(event) {
   try {
     const res = await fetch("/v1/audit/inversion", init);
     const body = await res.json().catch(() => null);
-    if (!res.ok) throw new Error(errorMessage(body, res.status));
+    if (!res.ok) {
+      if (body && body.error && body.error.code === "setup_required") $("setup-box").hidden = false;
+      const retry = res.headers.get("Retry-After");
+      throw new Error(errorMessage(body, res.status) + (retry ? ` (retry in ${retry} s)` : ""));
+    }
     currentJob = body.id;
+    currentKind = "inversion";
     $("cancel").disabled = false;
+    refreshJobs();
     await follow(body.id);
   } catch (err) {
     showError(err.message);
@@ -205,15 +306,24 @@ async function start(event) {
   }
 }
 
+async function cancelJob(jobId) {
+  await fetch(`/v1/audit/inversion/${jobId}`, { method: "DELETE", headers: headers() });
+  refreshJobs();
+}
+
 async function cancel() {
-  if (!currentJob) return;
-  await fetch(`/v1/audit/inversion/${currentJob}`, { method: "DELETE", headers: headers() });
+  if (currentJob) await cancelJob(currentJob);
 }
 
 document.addEventListener("DOMContentLoaded", () => {
   apiToken();
   $("audit-form").addEventListener("submit", start);
   $("cancel").addEventListener("click", cancel);
+  $("setup").addEventListener("click", startSetup);
+  $("model").addEventListener("change", checkSetup);
+  checkSetup();
+  refreshJobs();
+  setInterval(refreshJobs, 3000);
   $("method").addEventListener("change", () => {
     $("audit-form").classList.toggle("gradient", $("method").value === "gradient");
   });

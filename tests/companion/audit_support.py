@@ -26,14 +26,27 @@ class NoEmbedder:
 def audit_app(
     home: Path,
     opener: Callable[[str | None, int], TargetModel],
+    *,
+    setup_config: SetupConfig = SMALL,
     **settings: Any,
 ) -> Any:
-    """The real app (token, Host, Origin checks) with ``opener`` behind the audit routes."""
+    """The real app (token, Host, Origin checks) with ``opener`` behind the audit routes.
+
+    The job manager takes its limits from the settings, as the lifespan's does, and
+    is the app's own (``app.state.audit_jobs``), so the app's shutdown cancels its jobs.
+    """
     from companion.api.deps import get_audit_jobs
     from companion.app import create_app
     from companion.settings import Settings
 
-    app = create_app(Settings(home=home, preload_model=False, **settings), embedder=NoEmbedder())
-    jobs = JobManager(pool=ModelPool(opener=opener), setup_config=SMALL)
+    config = Settings(home=home, preload_model=False, **settings)
+    jobs = JobManager(
+        pool=ModelPool(opener=opener),
+        setup_config=setup_config,
+        max_queued=config.audit_max_queued,
+        max_running=config.audit_max_running,
+        abandon_after_s=config.audit_abandon_s,
+    )
+    app = create_app(config, embedder=NoEmbedder(), audit_jobs=jobs)
     app.dependency_overrides[get_audit_jobs] = lambda: jobs
     return app

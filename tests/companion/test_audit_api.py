@@ -59,15 +59,24 @@ def _events(client, job_id):
 
 
 def test_text_job_streams_progress_and_returns_a_proven_result(client):
-    """POST text -> 202; SSE shows setup and every position; the result proves each token."""
+    """Setup first (never implicit: 409), then POST text -> 202; SSE shows every position."""
     text = "Alice Smith, 12 Baker St"
+    refused = client.post("/v1/audit/inversion", json={"text": text})
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["error"]["code"] == "setup_required"
+    assert "POST /v1/audit/setup" in refused.json()["error"]["message"]
+    assert client.get("/v1/audit/setup").json()["ready"] is False
+    setup = client.post("/v1/audit/setup", json={})
+    assert setup.status_code == 202, setup.text
+    setup_events = _events(client, setup.json()["id"])
+    assert "setup" in [k for k, _ in setup_events] and setup_events[-1][0] == "done"
     r = client.post("/v1/audit/inversion", json={"text": text})
     assert r.status_code == 202, r.text
     job = r.json()
     events = _events(client, job["id"])
     kinds = [k for k, _ in events]
     assert kinds[-1] == "done"
-    assert "setup" in kinds  # first job on a fresh VEIL_HOME: the setup's stages are streamed
+    assert "setup" not in kinds
     ids = client.target.encode(text)
     positions = [e for k, e in events if k == "position"]
     assert [e["position"] for e in positions] == list(range(len(ids)))

@@ -70,11 +70,15 @@ def _audit_page(base: str) -> Iterator[Any]:
 
 
 def test_page_runs_an_audit_and_colours_proven_tokens(server, tmp_path):
-    """Typing a text and pressing Run shows every token, green and proven, and the summary."""
+    """The page offers the setup, runs it; then Run shows every token, green and proven."""
     base, token = server
     with _audit_page(base) as page:
         page.evaluate("t => localStorage.setItem('veil-token', t)", token)
         page.reload()
+        page.wait_for_selector("#setup-box:not([hidden])", timeout=30_000)
+        page.click("#setup")
+        page.wait_for_selector("#stage:has-text('Setup done')", timeout=120_000)
+        assert page.is_hidden("#setup-box")
         page.fill("#text", "Alice Smith, 12 Baker St")
         page.click("#start")
         page.wait_for_selector("#stage:has-text('Done.')", timeout=60_000)
@@ -93,6 +97,28 @@ def test_page_runs_an_audit_and_colours_proven_tokens(server, tmp_path):
         page.click("#start")
         page.wait_for_selector("#error:not([hidden])", timeout=20_000)
         assert "could not read 'x.npy'" in page.inner_text("#error")
+
+
+def test_page_lists_running_jobs_and_reattaches(server):
+    """A job started elsewhere is listed when the page opens; Follow shows its progress."""
+    import httpx
+
+    base, token = server
+    auth = {"Authorization": f"Bearer {token}"}
+    body = {"text": "The prime minister", "method": "gradient", "steps": 100000, "seed": 1}
+    job = httpx.post(f"{base}/v1/audit/inversion", json=body, headers=auth).json()["id"]
+    try:
+        with _audit_page(base) as page:
+            page.evaluate("t => localStorage.setItem('veil-token', t)", token)
+            page.reload()
+            row = page.locator("#jobs tbody tr", has_text=job)
+            row.wait_for(timeout=20_000)
+            row.locator("button", has_text="Follow").click()
+            page.wait_for_selector("#stage:has-text('Inverting')", timeout=20_000)
+            page.click("#cancel")
+            page.wait_for_selector("#stage:has-text('Cancelled.')", timeout=20_000)
+    finally:
+        httpx.delete(f"{base}/v1/audit/inversion/{job}", headers=auth)
 
 
 def test_page_without_token_shows_the_servers_message(server):
