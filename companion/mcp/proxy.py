@@ -233,9 +233,8 @@ class Proxy:
         self._stack = AsyncExitStack()
         for name, upstream in self.upstreams.items():
             client = Client(upstream.target(), read_timeout_seconds=upstream.timeout_s)
-            try:
-                with anyio.fail_after(upstream.timeout_s):
-                    self.clients[name] = await self._stack.enter_async_context(client)
+            try:  # the client's read timeout bounds the handshake (a cancel scope may not wrap it)
+                self.clients[name] = await self._stack.enter_async_context(client)
             except Exception as exc:  # an upstream that is down must not stop the others
                 self.down[name] = _failure(exc)
                 log.warning("veil mcp proxy: upstream %r is unavailable: %s", name, self.down[name])
