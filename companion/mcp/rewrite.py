@@ -392,10 +392,7 @@ class Rewriter:
             n
             for n in self.profile.names
             if n in source.truth
-            and (
-                n in self.profile.roots
-                or decimals >= decimals_of(precision_of(self.profile, n))
-            )
+            and (n in self.profile.roots or decimals >= decimals_of(precision_of(self.profile, n)))
             and self._equals(n, written, decimals, self.profile.spec(n).unit, source)
         ]
         if len(matches) > 1:
