@@ -43,6 +43,7 @@ __all__ = [
     "implementation",
     "implemented_epsilon",
     "keep_probability",
+    "max_implemented_epsilon",
     "perturb",
     "validate_epsilon",
     "word_survival_probability",
@@ -117,10 +118,11 @@ class Implementation:
     requested: float
     keep_weight: int  # a: table entries that keep the character
     other_weight: int  # b: table entries for each of the k-1 other characters
+    k: int = K  # the alphabet's size (94 for printable ASCII; py_core.alphabets has others)
 
     @property
     def total(self) -> int:
-        return self.keep_weight + (K - 1) * self.other_weight
+        return self.keep_weight + (self.k - 1) * self.other_weight
 
     @property
     def keep_probability(self) -> float:
@@ -145,22 +147,36 @@ def _round_up(x: float) -> float:
 MAX_IMPLEMENTED_EPSILON = _round_up(math.log((_RESOLUTION - (K - 1)) / 1))
 
 
-@lru_cache(maxsize=64)
-def implementation(epsilon: float) -> Implementation:
-    """Integer weights ``a, b`` with ``a/b <= e^eps`` and ``a + 93 b <= 2^16``, maximal."""
+def max_implemented_epsilon(k: int = K) -> float:
+    """The largest epsilon implementable for an alphabet of ``k``: ``ln(2^16 - (k-1))``."""
+    k = _validate_k(k)
+    return _round_up(math.log(_RESOLUTION - (k - 1)))
+
+
+@lru_cache(maxsize=256)
+def implementation(epsilon: float, k: int = K) -> Implementation:
+    """Integer weights ``a, b`` with ``a/b <= e^eps`` and ``a + (k-1) b <= 2^16``, maximal.
+
+    ``k`` is the alphabet's size: 94 (printable ASCII) unless given; the other
+    alphabets of :mod:`py_core.alphabets` (Hangul's jamo slots, Cyrillic, Greek,
+    the Latin marks) are implemented on the same 16-bit grid.
+    """
     eps = validate_epsilon(epsilon)
+    k = _validate_k(k)
+    if k - 1 >= _RESOLUTION // 2:
+        raise InvalidParameterError(f"k must be below {_RESOLUTION // 2}; got {k!r}")
     ratio = math.exp(min(eps, 50.0))
-    b = max(1, int(_RESOLUTION // (ratio + K - 1)))
-    a = min(math.floor(b * ratio), _RESOLUTION - (K - 1) * b)
+    b = max(1, int(_RESOLUTION // (ratio + k - 1)))
+    a = min(math.floor(b * ratio), _RESOLUTION - (k - 1) * b)
     # floor(b * e^eps) in floating point could round up across an integer; step down.
     while a > b and math.log(a / b) > eps:
         a -= 1
-    return Implementation(requested=eps, keep_weight=max(a, b), other_weight=b)
+    return Implementation(requested=eps, keep_weight=max(a, b), other_weight=b, k=k)
 
 
-def implemented_epsilon(epsilon: float) -> float:
+def implemented_epsilon(epsilon: float, k: int = K) -> float:
     """The epsilon per character that :func:`perturb` really satisfies for a request."""
-    return implementation(epsilon).epsilon
+    return implementation(epsilon, k).epsilon
 
 
 @lru_cache(maxsize=64)
@@ -226,7 +242,14 @@ def _default_rng() -> RandomSource:
     return random.SystemRandom()
 
 
-def perturb(text: str, epsilon: float, *, rng: RandomSource | None = None) -> str:
+def perturb(
+    text: str,
+    epsilon: float,
+    *,
+    rng: RandomSource | None = None,
+    alphabets: str = "ascii",
+    latin_marks: bool | None = None,
+) -> str:
     """Apply k-RR with ``epsilon`` per character to ``text``; whitespace is kept.
 
     ``rng`` defaults to a CSPRNG (:class:`random.SystemRandom`).  A seeded
@@ -234,7 +257,18 @@ def perturb(text: str, epsilon: float, *, rng: RandomSource | None = None) -> st
     protect real data should use :func:`py_core.sanitize.sanitize_prompt`, which
     refuses one in secure mode.  The output has exactly as many characters as
     ``text``.
+
+    ``alphabets="ascii"`` (the default here) is the mechanism of this module:
+    everything outside printable ASCII becomes a random ASCII character.
+    ``alphabets="scripts"`` perturbs each character within its own script
+    (:func:`py_core.alphabets.perturb`, with ``epsilon`` per slot and
+    ``latin_marks`` as there).
     """
+    if alphabets != "ascii":
+        from py_core import alphabets as scripts
+
+        scripts.validate_mode(alphabets)
+        return scripts.perturb(text, epsilon, rng=rng, latin_marks=latin_marks)
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}")
     impl = implementation(validate_epsilon(epsilon))

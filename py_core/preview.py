@@ -31,8 +31,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from py_core import alphabets, language
 from py_core.errors import InvalidParameterError, StateError
-from py_core.krr import implementation, validate_epsilon
+from py_core.krr import validate_epsilon
+from py_core.wordfreq import LANGUAGES as TABLE_LANGUAGES
 from py_core.wordfreq import zipf_frequency
 
 __all__ = [
@@ -42,7 +44,9 @@ __all__ = [
     "THRESHOLD",
     "PreviewModel",
     "WordPreview",
+    "calibration_path",
     "default_model",
+    "language_model",
     "preview",
 ]
 
@@ -64,6 +68,8 @@ class WordPreview:
     survival_probability: float  # Pr[T0] = p^L: no character changed
     zipf: float | None  # None: not in the frequency table
     label: str  # LIKELY_RESTORED or LIKELY_HIDDEN
+    language: str = "en"  # whose frequency table and calibration forecast it
+    calibrated: bool = True  # False: no calibration for its language, only Pr[T0]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +80,8 @@ class WordPreview:
             "survival_probability": self.survival_probability,
             "zipf": self.zipf,
             "label": self.label,
+            "language": self.language,
+            "calibrated": self.calibrated,
         }
 
 
@@ -88,6 +96,7 @@ class PreviewModel:
     max_length: int  # lengths above share the last bin
     rates: tuple[tuple[tuple[float, ...], ...], ...]  # [eps][zipf_bin][length-1]
     restorer: str
+    language: str = "en"  # the frequency table its Zipf bins read (py_core.wordfreq)
 
     def __post_init__(self) -> None:
         if len(self.epsilons) < 1 or list(self.epsilons) != sorted(set(self.epsilons)):
@@ -115,6 +124,7 @@ class PreviewModel:
                     tuple(tuple(float(r) for r in row) for row in table) for table in data["rates"]
                 ),
                 restorer=str(data["restorer"]),
+                language=str(data.get("language", "en")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"the preview calibration is malformed: {exc!r}") from exc
@@ -126,6 +136,7 @@ class PreviewModel:
             "max_length": self.max_length,
             "rates": [[list(row) for row in table] for table in self.rates],
             "restorer": self.restorer,
+            "language": self.language,
         }
 
     def zipf_bin(self, zipf: float | None) -> int:
@@ -147,36 +158,61 @@ class PreviewModel:
         weight = (epsilon - eps[lo]) / (eps[hi] - eps[lo])
         return (1 - weight) * self.rates[lo][z][col] + weight * self.rates[hi][z][col]
 
-    def predict(self, text: str, epsilon: float) -> list[WordPreview]:
-        if not isinstance(text, str):
-            raise InvalidParameterError(f"text must be a str; got {type(text).__name__}")
+    def predict(
+        self, text: str, epsilon: float, *, alphabets_mode: str = alphabets.SCRIPTS
+    ) -> list[WordPreview]:
+        """Every word forecast with this model (its language's table)."""
         eps = validate_epsilon(epsilon)
-        impl = implementation(eps)
-        p = impl.keep_probability
-        out = []
-        for match in _WORD.finditer(text):
-            word = match.group()
-            length = len(word)
-            survival = p**length
-            zipf = zipf_frequency(word)
-            probability = max(survival, self.rate(eps, zipf, length))
-            out.append(
-                WordPreview(
-                    start=match.start(),
-                    end=match.end(),
-                    text=word,
-                    probability=probability,
-                    survival_probability=survival,
-                    zipf=zipf,
-                    label=LIKELY_RESTORED if probability >= THRESHOLD else LIKELY_HIDDEN,
-                )
-            )
-        return out
+        return [
+            _word(match, survival, eps, self, self.language)
+            for match, survival in _survivals(text, eps, alphabets_mode)
+        ]
+
+
+def _survivals(text: str, epsilon: float, mode: str) -> list[tuple[re.Match[str], float]]:
+    """Each word with its Pr[T0]: the product of its characters' keep probabilities."""
+    from py_core.sanitize import word_survival  # sanitize imports nothing of this module
+
+    if not isinstance(text, str):
+        raise InvalidParameterError(f"text must be a str; got {type(text).__name__}")
+    survival = {w.start: w.survival_probability for w in word_survival(text, epsilon, mode)}
+    return [(m, survival.get(m.start(), 1.0)) for m in _WORD.finditer(text)]
+
+
+def _word(
+    match: re.Match[str],
+    survival: float,
+    epsilon: float,
+    model: PreviewModel | None,
+    lang: str,
+) -> WordPreview:
+    word = match.group()
+    zipf = zipf_frequency(word, lang) if lang in TABLE_LANGUAGES else None
+    rate = model.rate(epsilon, zipf, len(word)) if model is not None else 0.0
+    probability = max(survival, rate)
+    return WordPreview(
+        start=match.start(),
+        end=match.end(),
+        text=word,
+        probability=probability,
+        survival_probability=survival,
+        zipf=zipf,
+        label=LIKELY_RESTORED if probability >= THRESHOLD else LIKELY_HIDDEN,
+        language=lang,
+        calibrated=model is not None,
+    )
+
+
+def calibration_path(lang: str = "en") -> Path:
+    """Where the calibration of ``lang`` lives (English: :data:`CALIBRATION_PATH`)."""
+    if lang == "en":
+        return CALIBRATION_PATH
+    return CALIBRATION_PATH.with_name(f"preview_calibration_{lang}.json")
 
 
 @lru_cache(maxsize=1)
 def default_model() -> PreviewModel:
-    """The calibration shipped beside this module."""
+    """The English calibration shipped beside this module."""
     try:
         data = json.loads(CALIBRATION_PATH.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -187,6 +223,64 @@ def default_model() -> PreviewModel:
     return PreviewModel.from_dict(data)
 
 
-def preview(text: str, epsilon: float, model: PreviewModel | None = None) -> list[WordPreview]:
-    """Per-word restoration forecast for ``text`` perturbed with ``epsilon`` per character."""
-    return (model or default_model()).predict(text, epsilon)
+@lru_cache(maxsize=8)
+def language_model(lang: str) -> PreviewModel | None:
+    """The calibration of ``lang`` (``veil eval scripts --write-calibration``), None if none ships."""
+    if lang == "en":
+        return default_model()
+    path = calibration_path(lang)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise StateError(f"the preview calibration {path.name} is unreadable ({exc})") from exc
+    return PreviewModel.from_dict(data)
+
+
+_SCRIPT_LANGUAGE = {"hangul": "ko", "hangul-jamo": "ko", "cyrillic": "ru", "greek": "el"}
+
+
+def preview(
+    text: str,
+    epsilon: float,
+    model: PreviewModel | None = None,
+    *,
+    alphabets: str = alphabets.SCRIPTS,
+) -> list[WordPreview]:
+    """Per-word restoration forecast for ``text`` perturbed with ``epsilon`` per character.
+
+    ``model`` given: every word is forecast with it.  Otherwise each word by its
+    language: Hangul words with the Korean calibration, Cyrillic and Greek ones
+    with none yet (Pr[T0] only, ``calibrated=False``), Latin words with the
+    prompt's Latin language (:func:`py_core.language.detect`: English, French;
+    German and Spanish have no table yet).  ``alphabets`` is the site's setting
+    (survival differs: with ``"ascii"`` a non-ASCII character never survives).
+    """
+    if model is not None:
+        return model.predict(text, epsilon, alphabets_mode=alphabets)
+    eps = validate_epsilon(epsilon)
+    pairs = _survivals(text, eps, alphabets)
+    if not pairs:
+        return []
+    latin = language.detect(text)
+    latin = latin if latin in ("en", "fr", "de", "es") else "en"
+    cls = _classes_of(text)
+    out = []
+    for match, survival in pairs:
+        codes = set(cls[match.start() : match.end()])
+        lang = latin
+        for code in codes:
+            found = _SCRIPT_LANGUAGE.get(_CLASS_NAMES[code])
+            if found:
+                lang = found
+                break
+        out.append(_word(match, survival, eps, language_model(lang), lang))
+    return out
+
+
+_CLASS_NAMES = alphabets.CLASS_NAMES
+
+
+def _classes_of(text: str) -> bytes:
+    return alphabets.classify(text)

@@ -8,9 +8,15 @@ bridge and ``veil perturb`` are transport around :func:`protect`.
   RootGuard's cached noisy values (:mod:`py_core.rootguard`) and sends the rest
   as typed; ``both`` does RootGuard first, then k-RR everywhere except the
   replaced values (public by post-processing).
-* The **header** setting: ``None`` sends :data:`py_core.sanitize.DEFAULT_HEADER`,
-  ``""`` sends none, any other text is sent as given (k-RR modes only: a
-  ``numbers`` prompt has no typos to restore).
+* The **header** setting: ``None`` sends the restoration header
+  (:data:`py_core.language.HEADERS`) in the site's **header language** --
+  ``"auto"`` (the prompt's dominant language, :func:`py_core.language.detect`;
+  this shows the detected language) or a fixed one -- ``""`` sends none, any
+  other text is sent as given (k-RR modes only: a ``numbers`` prompt has no
+  typos to restore).
+* **alphabets**: ``"scripts"`` perturbs each character among characters of its
+  own script (:mod:`py_core.alphabets`; the script stays visible), ``"ascii"``
+  everything into printable ASCII (Veil's original mechanism; script hidden).
 * **ε limits**: what a person may choose for a site (:data:`EPSILON`).  k-RR
   itself accepts any ε >= 0 (:func:`py_core.krr.validate_epsilon`), so
   experiments and ``veil perturb`` may go outside them; above
@@ -35,7 +41,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from py_core import krr
+from py_core import alphabets, krr, language
 from py_core.errors import InvalidParameterError, SetupRequiredError, StateError
 from py_core.preview import WordPreview
 from py_core.preview import preview as word_preview
@@ -43,9 +49,12 @@ from py_core.rootguard import api as rootguard
 from py_core.sanitize import DEFAULT_DELTA, DEFAULT_HEADER, Receipt, sanitize_prompt
 
 __all__ = [
+    "DEFAULT_ALPHABETS",
+    "DEFAULT_HEADER_LANGUAGE",
     "DEFAULT_MODE",
     "EPSILON",
     "HEADER_DEFAULT",
+    "HEADER_LANGUAGES",
     "HEADER_NONE",
     "MODES",
     "MODE_NAMES",
@@ -57,6 +66,7 @@ __all__ = [
     "RootGuardSetup",
     "SiteSettings",
     "WordForecast",
+    "header_language",
     "header_text",
     "protect",
     "receipt_json",
@@ -117,7 +127,9 @@ class EpsilonRange:
         return self.min <= epsilon <= self.max
 
 
-def _load(path: Path) -> tuple[Mapping[str, Mode], str, EpsilonRange, Any, Any]:
+def _load(
+    path: Path,
+) -> tuple[Mapping[str, Mode], str, EpsilonRange, Any, Any, str, str]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("format") != "veil.site_settings" or data.get("version") != 1:
@@ -129,6 +141,10 @@ def _load(path: Path) -> tuple[Mapping[str, Mode], str, EpsilonRange, Any, Any]:
         default_mode = data["default_mode"]
         epsilon = EpsilonRange(**data["epsilon"])
         header_default, header_none = data["header"]["default"], data["header"]["none"]
+        alphabet_choices = tuple(data["alphabets"]["choices"])
+        default_alphabets = data["alphabets"]["default"]
+        language_choices = tuple(data["header_language"]["choices"])
+        default_language = data["header_language"]["default"]
     except StateError:
         raise
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -140,22 +156,67 @@ def _load(path: Path) -> tuple[Mapping[str, Mode], str, EpsilonRange, Any, Any]:
             raise StateError(f"{path.name}: a header value must be text or null; got {value!r}")
     if header_default == header_none:
         raise StateError(f"{path.name}: the default and no-header values are both {header_none!r}")
-    return MappingProxyType(modes), default_mode, epsilon, header_default, header_none
+    if set(alphabet_choices) != set(alphabets.ALPHABET_MODES) or default_alphabets not in (
+        alphabet_choices
+    ):
+        raise StateError(
+            f"{path.name}: alphabets must offer {alphabets.ALPHABET_MODES} with one as default; "
+            f"got {alphabet_choices} (default {default_alphabets!r})"
+        )
+    if set(language_choices) != {language.AUTO, *language.LANGUAGES} or (
+        default_language not in language_choices
+    ):
+        raise StateError(
+            f"{path.name}: header_language must offer {(language.AUTO, *language.LANGUAGES)} "
+            f"with one as default; got {language_choices} (default {default_language!r})"
+        )
+    return (
+        MappingProxyType(modes),
+        default_mode,
+        epsilon,
+        header_default,
+        header_none,
+        default_alphabets,
+        default_language,
+    )
 
 
-MODES, DEFAULT_MODE, EPSILON, HEADER_DEFAULT, HEADER_NONE = _load(SITE_SETTINGS_PATH)
+(
+    MODES,
+    DEFAULT_MODE,
+    EPSILON,
+    HEADER_DEFAULT,
+    HEADER_NONE,
+    DEFAULT_ALPHABETS,
+    DEFAULT_HEADER_LANGUAGE,
+) = _load(SITE_SETTINGS_PATH)
+#: What a site's header language may be set to.
+HEADER_LANGUAGES: tuple[str, ...] = (language.AUTO, *language.LANGUAGES)
 #: The mode names in the order the settings list them.
 MODE_NAMES: tuple[str, ...] = tuple(MODES)
 
 
-def header_text(setting: str | None) -> str | None:
-    """The header sent for a header setting (``None`` when no header is sent)."""
+def header_language(setting: str, text: str) -> str:
+    """The header's language: ``setting`` itself, or for ``"auto"`` the prompt's (detected)."""
+    if setting not in HEADER_LANGUAGES:
+        raise InvalidParameterError(
+            f"header_language must be one of {HEADER_LANGUAGES}; got {setting!r}"
+        )
+    return language.detect(text) if setting == language.AUTO else setting
+
+
+def header_text(setting: str | None, lang: str = "en") -> str | None:
+    """The header sent for a header setting (``None`` when no header is sent).
+
+    The default header is the restoration header in ``lang``
+    (:data:`py_core.language.HEADERS`; English: :data:`py_core.sanitize.DEFAULT_HEADER`).
+    """
     if setting is not None and not isinstance(setting, str):
         raise InvalidParameterError(
             f"header must be text or None; got {setting!r} ({type(setting).__name__})"
         )
     if setting == HEADER_DEFAULT:
-        return DEFAULT_HEADER
+        return DEFAULT_HEADER if lang == "en" else language.header_for(lang)
     if setting == HEADER_NONE:
         return None
     return setting
@@ -186,12 +247,19 @@ class SiteSettings:
     epsilon: float = EPSILON.default
     header: str | None = HEADER_DEFAULT  # see header_text
     rootguard: RootGuardSetup | None = None  # needed by the modes that run RootGuard
+    alphabets: str = DEFAULT_ALPHABETS  # "scripts" or "ascii" (py_core.alphabets)
+    header_language: str = DEFAULT_HEADER_LANGUAGE  # "auto" or one of py_core.language's
 
     def __post_init__(self) -> None:
         if self.mode not in MODE_NAMES:  # a tuple: an unhashable value is refused too
             raise InvalidParameterError(f"mode must be one of {MODE_NAMES}; got {self.mode!r}")
         object.__setattr__(self, "epsilon", krr.validate_epsilon(self.epsilon))
         header_text(self.header)
+        alphabets.validate_mode(self.alphabets)
+        if self.header_language not in HEADER_LANGUAGES:
+            raise InvalidParameterError(
+                f"header_language must be one of {HEADER_LANGUAGES}; got {self.header_language!r}"
+            )
         if self.rootguard is not None and not isinstance(self.rootguard, RootGuardSetup):
             raise InvalidParameterError(
                 f"rootguard must be a RootGuardSetup or None; got {type(self.rootguard).__name__}"
@@ -234,6 +302,12 @@ RECEIPT_FIELDS = (
     "epsilon_total_composed",
     "delta",
     "header_included",
+    "alphabets",
+    "latin_marks",
+    "scripts",
+    "slots",
+    "unsupported_chars",
+    "header_language",
 )
 
 
@@ -244,6 +318,26 @@ def receipt_json(receipt: Receipt, *, words: bool = False) -> dict[str, Any]:
     cost of a 20,000-character send in Pyodide.
     """
     out: dict[str, Any] = {name: getattr(receipt, name) for name in RECEIPT_FIELDS}
+    out["scripts"] = [
+        {
+            "script": c.script,
+            "chars": c.chars,
+            "slots": list(c.slots),
+            "epsilon_per_char": c.epsilon_per_char,
+            "keep_probability": c.keep_probability,
+        }
+        for c in receipt.scripts
+    ]
+    out["slots"] = [
+        {
+            "alphabet": c.alphabet,
+            "k": c.k,
+            "epsilon": c.epsilon,
+            "keep_probability": c.keep_probability,
+            "used": c.used,
+        }
+        for c in receipt.slots
+    ]
     out["word_count"] = len(receipt.words)
     if words:
         out["words"] = [
@@ -253,6 +347,7 @@ def receipt_json(receipt: Receipt, *, words: bool = False) -> dict[str, Any]:
                 "length": w.length,
                 "survival_probability": w.survival_probability,
                 "epsilon": w.epsilon,
+                "script": w.script,
             }
             for w in receipt.words
         ]
@@ -280,11 +375,11 @@ def typed_spans(
 
 
 def _forecast(
-    text: str, epsilon: float, spans: tuple[tuple[int, int], ...]
+    text: str, epsilon: float, spans: tuple[tuple[int, int], ...], mode: str
 ) -> tuple[WordForecast, ...]:
     return tuple(
         WordForecast(w, any(s < w.end and w.start < e for s, e in spans))
-        for w in word_preview(text, epsilon)
+        for w in word_preview(text, epsilon, alphabets=mode)
     )
 
 
@@ -337,17 +432,24 @@ def protect(
     spans = typed_spans(text, replacements) if replacements else ()
     if not mode.krr:
         return Protection(working, working, None, replacements, spans, state, None)
+    lang = header_language(settings.header_language, working)
     result = sanitize_prompt(
         working,
         settings.epsilon,
         protected_spans=sent_spans,
-        header=header_text(settings.header),
+        header=header_text(settings.header, lang),
         rng=rng,
         secure=secure,
         delta=delta,
         compose=compose,
+        alphabets_mode=settings.alphabets,
+        header_language=lang,
     )
-    words = _forecast(text, result.receipt.epsilon_requested, spans) if forecast else None
+    words = (
+        _forecast(text, result.receipt.epsilon_requested, spans, settings.alphabets)
+        if forecast
+        else None
+    )
     return Protection(
         result.text, result.perturbed, result.receipt, replacements, spans, state, words
     )

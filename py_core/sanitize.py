@@ -21,25 +21,26 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
-from py_core import krr
+from py_core import alphabets, krr
 from py_core.accounting import DEFAULT_DELTA, KRREvent, KrrPldAccountant
 from py_core.errors import InsecureRandomnessError, InvalidParameterError
+from py_core.language import HEADERS
 
 __all__ = [
     "DEFAULT_DELTA",
     "DEFAULT_HEADER",
     "Receipt",
     "SanitizedPrompt",
+    "ScriptCount",
+    "SlotCount",
     "WordSurvival",
     "check_secure_rng",
     "sanitize_prompt",
+    "word_survival",
 ]
 
-DEFAULT_HEADER = (
-    "The message below was typed with many deliberate typos. First silently restore the "
-    "intended words (fix spelling from context), then answer the restored message. "
-    "Do not mention the typos or the restoration.\n\n"
-)
+#: The English restoration header; :data:`py_core.language.HEADERS` has the others.
+DEFAULT_HEADER = HEADERS["en"]
 
 
 class WordSurvival(NamedTuple):
@@ -52,8 +53,29 @@ class WordSurvival(NamedTuple):
     start: int
     end: int
     length: int  # characters perturbed in this word
-    survival_probability: float  # p^length (Pr[T0], docs/methods/krr.md)
-    epsilon: float  # length * epsilon per character
+    survival_probability: float  # product of each character's keep probability (Pr[T0])
+    epsilon: float  # sum of each character's epsilon (its slots')
+    script: str = "ascii"  # the script of its characters, or "mixed"
+
+
+class SlotCount(NamedTuple):
+    """How many slots of one alphabet a prompt perturbed (for the composed bound)."""
+
+    alphabet: str
+    k: int
+    epsilon: float  # implemented, rounded up
+    keep_probability: float
+    used: int  # slots of this alphabet perturbed
+
+
+class ScriptCount(NamedTuple):
+    """How many characters of one script a prompt had, and what one of them costs."""
+
+    script: str
+    chars: int
+    slots: tuple[str, ...]
+    epsilon_per_char: float
+    keep_probability: float  # of an unaccented character for "ascii"; 0 for "other"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +83,8 @@ class Receipt:
     """What one sanitization spent and what it means."""
 
     epsilon_requested: float
-    epsilon_per_char: float  # implemented (after quantisation), rounded up
-    keep_probability: float
+    epsilon_per_char: float  # per ASCII character (per slot), implemented, rounded up
+    keep_probability: float  # of an ASCII character
     chars_perturbed: int
     chars_protected: int
     epsilon_total_basic: float
@@ -70,10 +92,18 @@ class Receipt:
     delta: float
     words: tuple[WordSurvival, ...]
     header_included: bool
+    alphabets: str = alphabets.SCRIPTS  # "scripts" or "ascii" (everything into ASCII)
+    latin_marks: bool = False  # the Latin mark slot was on (the prompt had accented letters)
+    scripts: tuple[ScriptCount, ...] = ()  # per script: characters and cost of each
+    slots: tuple[SlotCount, ...] = ()  # per slot alphabet: how many were perturbed
+    unsupported_chars: int = 0  # characters with no alphabet: sent as random ASCII
+    header_language: str | None = None  # the language of the header sent, if known
 
     def to_dict(self) -> dict[str, object]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["words"] = [w._asdict() for w in self.words]
+        out["scripts"] = [c._asdict() for c in self.scripts]
+        out["slots"] = [c._asdict() for c in self.slots]
         return out
 
 
@@ -121,34 +151,140 @@ def _validate_spans(spans: Iterable[Sequence[int]], length: int) -> list[tuple[i
 
 
 _WORD = re.compile(r"\S+")
+_CLASS = {name: i for i, name in enumerate(alphabets.CLASS_NAMES)}
+
+
+class _Costs:
+    """Per-character keep probability and epsilon for one (epsilon, alphabets, marks)."""
+
+    def __init__(self, epsilon: float, mode: str, latin_marks: bool) -> None:
+        self.mode = mode
+        self.latin_marks = latin_marks
+        self.epsilon = epsilon
+        if mode == alphabets.ASCII_ONLY:
+            impl = krr.implementation(epsilon)
+            cost = alphabets.CharCost("ascii", ("ascii",), impl.epsilon, impl.keep_probability)
+            other = cost._replace(script="other", keep_probability=0.0)
+            self.table = {"ascii": cost, "other": other}
+            self.by_class = [other] * len(alphabets.CLASS_NAMES)
+            self.by_class[_CLASS["ascii"]] = cost
+            self.by_class[_CLASS["space"]] = cost._replace(script="space", slots=(), epsilon=0.0)
+        else:
+            self.table = alphabets.cost_table(epsilon, latin_marks)
+            self.by_class = [self.table[name] for name in alphabets.CLASS_NAMES]
+        # A class whose characters all share one keep probability.
+        self.uniform = {
+            i
+            for i, name in enumerate(alphabets.CLASS_NAMES)
+            if not (name == "ascii" and latin_marks) and name != "latin"
+        }
+
+    def keep(self, char: str, code: int) -> float:
+        if code in self.uniform:
+            return self.by_class[code].keep_probability
+        return alphabets.char_keep_probability(char, self.epsilon, self.latin_marks)
+
+    def script_name(self, code: int) -> str:
+        if self.mode == alphabets.ASCII_ONLY:
+            return "ascii" if code == _CLASS["ascii"] else "other"
+        return alphabets.CLASS_NAMES[code]
+
+
+def _classes(text: str, mode: str) -> bytes:
+    cls = alphabets.classify(text)
+    if mode == alphabets.ASCII_ONLY:
+        # One alphabet: everything that is not ASCII or whitespace is "other".
+        table = bytes(
+            v if v in (_CLASS["space"], _CLASS["ascii"]) else _CLASS["other"] for v in range(256)
+        )
+        cls = cls.translate(table)
+    return cls
 
 
 def _word_survival(
-    text: str, spans: list[tuple[int, int]], impl: krr.Implementation
-) -> tuple[int, tuple[WordSurvival, ...]]:
+    text: str, cls: bytes, spans: list[tuple[int, int]], costs: _Costs
+) -> tuple[WordSurvival, ...]:
     """Per-word survival for the preview; words are maximal runs of non-whitespace.
 
     ``spans`` are sorted and disjoint; their characters are not perturbed, so
-    they do not count towards a word's length.
+    they do not count towards a word.  A word's survival is the product of its
+    characters' keep probabilities, its epsilon the sum of theirs.
     """
     words: list[WordSurvival] = []
-    total = 0
-    p = impl.keep_probability
-    eps = impl.epsilon
+    by_class = costs.by_class
     span_index = 0
     for match in _WORD.finditer(text):
         start, end = match.span()
-        count = end - start
         while span_index < len(spans) and spans[span_index][1] <= start:
             span_index += 1
-        probe = span_index
-        while probe < len(spans) and spans[probe][0] < end:
-            count -= min(end, spans[probe][1]) - max(start, spans[probe][0])
-            probe += 1
+        inside = [
+            (max(start, s), min(end, e)) for s, e in spans[span_index:] if s < end and e > start
+        ]
+        codes = cls[start:end]
+        first = codes[0]
+        if not inside and codes.count(first) == len(codes) and first in costs.uniform:
+            cost = by_class[first]
+            count = end - start
+            survival = cost.keep_probability**count
+            eps = cost.epsilon * count
+            script = costs.script_name(first)
+        else:
+            count, survival, eps, seen = 0, 1.0, 0.0, set()
+            for position in range(start, end):
+                if any(s <= position < e for s, e in inside):
+                    continue
+                code = cls[position]
+                count += 1
+                survival *= costs.keep(text[position], code)
+                eps += by_class[code].epsilon
+                seen.add(code)
+            script = costs.script_name(seen.pop()) if len(seen) == 1 else "mixed"
         if count:
-            words.append(WordSurvival(start, end, count, p**count, count * eps))
-            total += count
-    return total, tuple(words)
+            words.append(WordSurvival(start, end, count, survival, eps, script))
+    return tuple(words)
+
+
+def _counts(
+    cls: bytes, spans: list[tuple[int, int]], costs: _Costs
+) -> tuple[tuple[ScriptCount, ...], tuple[SlotCount, ...], int]:
+    pieces, cursor = [], 0
+    for start, end in spans:
+        pieces.append(cls[cursor:start])
+        cursor = end
+    pieces.append(cls[cursor:])
+    free = b"".join(pieces)
+    scripts: list[ScriptCount] = []
+    slot_totals: dict[str, int] = {}
+    for code, name in enumerate(alphabets.CLASS_NAMES):
+        count = free.count(bytes([code]))
+        if not count or name == "space":
+            continue
+        cost = by = costs.by_class[code]
+        scripts.append(
+            ScriptCount(
+                costs.script_name(code), count, by.slots, cost.epsilon, cost.keep_probability
+            )
+        )
+        for slot in by.slots:
+            slot_totals[slot] = slot_totals.get(slot, 0) + count
+    impls = alphabets.slot_implementations(costs.epsilon)
+    slots = tuple(
+        SlotCount(name, impls[name].k, impls[name].epsilon, impls[name].keep_probability, n)
+        for name, n in slot_totals.items()
+    )
+    unsupported = free.count(bytes([_CLASS["other"]]))
+    return tuple(scripts), slots, unsupported
+
+
+def word_survival(
+    text: str, epsilon: float, alphabets_mode: str = alphabets.SCRIPTS
+) -> tuple[WordSurvival, ...]:
+    """Per-word Pr[T0] of ``text`` as :func:`sanitize_prompt` would perturb it (no spans)."""
+    mode = alphabets.validate_mode(alphabets_mode)
+    eps = krr.validate_epsilon(epsilon)
+    cls = _classes(text, mode)
+    latin_marks = mode == alphabets.SCRIPTS and bytes([_CLASS["latin"]]) in cls
+    return _word_survival(text, cls, [], _Costs(eps, mode, latin_marks))
 
 
 def sanitize_prompt(
@@ -161,12 +297,18 @@ def sanitize_prompt(
     secure: bool = True,
     delta: float = DEFAULT_DELTA,
     compose: bool = True,
+    alphabets_mode: str = alphabets.SCRIPTS,
+    header_language: str | None = None,
 ) -> SanitizedPrompt:
     """Perturb ``text`` outside ``protected_spans`` and return what to send, with a receipt.
 
     ``secure=True`` (the default) refuses a seeded RNG.  ``header=None`` sends
     the perturbed text alone.  ``compose=False`` skips the tight composed bound
     (its cost grows with the length; the basic bound is always given).
+    ``alphabets_mode``: ``"scripts"`` perturbs each character within its script
+    (:mod:`py_core.alphabets`; epsilon per slot), ``"ascii"`` puts everything into
+    printable ASCII (Veil's original mechanism).  ``header_language`` is only
+    reported in the receipt.
     """
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}")
@@ -174,32 +316,68 @@ def sanitize_prompt(
         raise InvalidParameterError(f"header must be a str or None; got {type(header).__name__}")
     if secure:
         check_secure_rng(rng)
+    mode = alphabets.validate_mode(alphabets_mode)
     impl = krr.implementation(krr.validate_epsilon(epsilon))
     spans = _validate_spans(protected_spans, len(text))
+    cls = _classes(text, mode)
+    latin_marks = False
+    if mode == alphabets.SCRIPTS:
+        latin = bytes([_CLASS["latin"]])
+        latin_marks = latin in cls and (
+            not spans or any(latin in cls[a:b] for a, b in _free_ranges(spans, len(text)))
+        )
     pieces: list[str] = []
     cursor = 0
     for start, end in spans:
-        pieces.append(krr.perturb(text[cursor:start], impl.requested, rng=rng))
+        pieces.append(_perturb(text[cursor:start], impl.requested, rng, mode, latin_marks))
         pieces.append(text[start:end])
         cursor = end
-    pieces.append(krr.perturb(text[cursor:], impl.requested, rng=rng))
+    pieces.append(_perturb(text[cursor:], impl.requested, rng, mode, latin_marks))
     perturbed = "".join(pieces)
-    chars, words = _word_survival(text, spans, impl)
-    eps = impl.epsilon
-    composed = (
-        KrrPldAccountant().compose(KRREvent(eps, chars)).get_epsilon(delta) if compose else None
-    )
+    costs = _Costs(impl.requested, mode, latin_marks)
+    words = _word_survival(text, cls, spans, costs)
+    scripts, slots, unsupported = _counts(cls, spans, costs)
+    chars = sum(c.chars for c in scripts)
+    composed = None
+    if compose:
+        accountant = KrrPldAccountant()
+        for slot in slots:
+            accountant.compose(KRREvent(slot.epsilon, slot.used, slot.k))
+        composed = accountant.get_epsilon(delta)
     receipt = Receipt(
         epsilon_requested=impl.requested,
-        epsilon_per_char=eps,
+        epsilon_per_char=impl.epsilon,
         keep_probability=impl.keep_probability,
         chars_perturbed=chars,
         chars_protected=sum(end - start for start, end in spans),
-        epsilon_total_basic=chars * eps,
+        epsilon_total_basic=sum(c.chars * c.epsilon_per_char for c in scripts),
         epsilon_total_composed=composed,
         delta=delta,
         words=words,
         header_included=bool(header),
+        alphabets=mode,
+        latin_marks=latin_marks,
+        scripts=scripts,
+        slots=slots,
+        unsupported_chars=unsupported,
+        header_language=header_language if header else None,
     )
     sent = (header or "") + perturbed
     return SanitizedPrompt(text=sent, perturbed=perturbed, receipt=receipt)
+
+
+def _free_ranges(spans: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
+    out, cursor = [], 0
+    for start, end in spans:
+        out.append((cursor, start))
+        cursor = end
+    out.append((cursor, length))
+    return out
+
+
+def _perturb(
+    text: str, epsilon: float, rng: krr.RandomSource | None, mode: str, latin_marks: bool
+) -> str:
+    if mode == alphabets.ASCII_ONLY:
+        return krr.perturb(text, epsilon, rng=rng)
+    return alphabets.perturb(text, epsilon, rng=rng, latin_marks=latin_marks)
