@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from playwright.sync_api import BrowserContext, Page, Playwright, Route, Worker
+from playwright.sync_api import BrowserContext, Page, Playwright, Route, WebSocketRoute, Worker
 
 from e2e.recorder import FIXTURE_FOR_HOST, Record, Recorder
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTENSION = ROOT / "build" / "extension"
+# The same extension with the tests' switches compiled in (build.mjs --test-switches).
+EXTENSION_TEST = ROOT / "build" / "extension-test"
 FIXTURES = ROOT / "build" / "e2e-fixtures"
 
 SITE_URL = {host: f"https://{host}/" for host in FIXTURE_FOR_HOST}
@@ -38,6 +40,7 @@ EDITOR_SELECTOR = {
     "contenteditable": "#userInput",
 }
 HOST_PATTERN = re.compile(r"^https://(" + "|".join(re.escape(h) for h in FIXTURE_FOR_HOST) + r")/")
+WS_PATTERN = re.compile(r"^wss://(" + "|".join(re.escape(h) for h in FIXTURE_FOR_HOST) + r")/")
 
 
 def chromium_path() -> str:
@@ -58,6 +61,9 @@ def build_all() -> None:
     if not (ROOT / "node_modules" / "pyodide").is_dir():
         raise RuntimeError("node_modules is missing: run `npm ci` at the repository root")
     subprocess.run([node, "extension/build.mjs", "--if-stale"], cwd=ROOT, check=True)
+    subprocess.run(
+        [node, "extension/build.mjs", "--test-switches", "--if-stale"], cwd=ROOT, check=True
+    )
     subprocess.run([node, "e2e/fixtures/build.mjs"], cwd=ROOT, check=True)
 
 
@@ -92,6 +98,7 @@ class Browser:
             viewport={"width": 1100, "height": 800},
         )
         self.ctx.route(HOST_PATTERN, self._route)
+        self.ctx.route_web_socket(WS_PATTERN, self._route_ws)
         self.ext_id = urlsplit(self.sw().url).hostname or ""
         self._ext_page: Page | None = None
 
@@ -102,6 +109,16 @@ class Browser:
             local += "?" + parts.query
         response = route.fetch(url=local)
         route.fulfill(response=response)
+
+    def _route_ws(self, ws: WebSocketRoute) -> None:
+        """A chat site's WebSocket: every message the page sends is recorded (nothing answers)."""
+        site = urlsplit(ws.url).hostname or ""
+
+        def on_message(message: str | bytes) -> None:
+            body = message.encode() if isinstance(message, str) else message
+            self.recorder.add_arrival(site, "ws", "application/json", body)
+
+        ws.on_message(on_message)
 
     def close(self) -> None:
         self.ctx.close()
@@ -180,6 +197,14 @@ class Browser:
         page.goto(SITE_URL[host])
         page.wait_for_selector(EDITOR_SELECTOR[FIXTURE_FOR_HOST[host]])
         page.wait_for_function("() => window.__fixture !== undefined")
+        return page
+
+    def open_redesign(self, host: str, name: str) -> Page:
+        """A redesigned page (e2e/fixtures/src/redesign/NAME.js) served at https://HOST/redesign/NAME."""
+        page = self.ctx.new_page()
+        page.goto(f"https://{host}/redesign/{name}")
+        page.wait_for_function("() => window.__fixture !== undefined")
+        page.wait_for_selector(page.evaluate("() => window.__fixture.editor"))
         return page
 
     def popup(self, host: str) -> Page:

@@ -36,6 +36,8 @@ const CLICKABLE =
   "button, [role=button], input[type=submit], input[type=button], input[type=image], a[href], [onclick], [tabindex]:not([tabindex='-1'])";
 const NOT_SEND_ROLE =
   "input[type=file], select, input[type=checkbox], input[type=radio], input[type=text], [role=menuitem], [role=tab], [role=checkbox], [role=switch], [role=option], [role=combobox], [aria-haspopup]:not([aria-haspopup=false]), [aria-expanded]";
+// Any editor, for a page whose adapter finds none (only to show where it is).
+const ANY_EDITOR = ["textarea", "[contenteditable=true]", "[contenteditable=plaintext-only]", "[contenteditable='']"];
 const SEND_WORDS = /\b(send|submit|ask|go)\b/i;
 const NOT_SEND_WORDS =
   /attach|upload|file|image|photo|camera|voice|micro|dictat|record|audio|model|menu|more|option|setting|emoji|tool|search|think|reason|style|\b(add|plus|mic|mode|web|close|cancel|stop|copy|share)\b/i;
@@ -159,6 +161,8 @@ function main() {
     if (lastEditor?.isConnected) return { editor: lastEditor, foundBy: "typing" };
     const focused = editableRoot(document.activeElement);
     if (focused) return { editor: focused, foundBy: "focus" };
+    const onPage = findFirst(document, ANY_EDITOR);
+    if (onPage) return { editor: editableRoot(onPage) || onPage, foundBy: "page" };
     return { editor: null, foundBy: null };
   }
 
@@ -180,13 +184,35 @@ function main() {
     if (root && !intercepting()) renderOff();
   };
 
-  /** The editor's composer region: its form, or its nearest ancestor (6 levels up) that also holds a control. */
-  function composerRegion(editor) {
+  /** The controls next to the editor (for the popup): those of the nearest ancestor (6 levels up) that has any. */
+  function composerControls(editor) {
     const form = editor.closest("form");
-    if (form) return form;
-    let node = editor.parentElement;
+    let node = form || editor.parentElement;
     for (let depth = 0; node && node !== document.body && node !== document.documentElement && depth < 6; depth++) {
-      for (const c of node.querySelectorAll(CLICKABLE)) if (!editor.contains(c) && !c.contains(editor)) return node;
+      const found = [];
+      for (const c of node.querySelectorAll("*")) {
+        if (found.length >= 50) break;
+        if (c === editor || editor.contains(c) || c.contains(editor)) continue;
+        if (looksClickable(c) && !found.some((f) => f.contains(c))) found.push(c);
+      }
+      if (found.length || form) return found;
+      node = node.parentElement || node.getRootNode()?.host || null;
+    }
+    return [];
+  }
+
+  /**
+   * The composer region an activation at `path` shares with `editor`: the
+   * editor's form, or the nearest ancestor of the editor (up to 6 levels) that
+   * also holds the clicked element -- no selector involved.
+   */
+  function composerOf(editor, path) {
+    const form = editor.closest("form");
+    if (form && path.includes(form)) return form;
+    let node = editor.parentElement || editor.getRootNode()?.host || null;
+    for (let depth = 0; node && depth < 6; depth++) {
+      if (node === document.body || node === document.documentElement) return null;
+      if (path.includes(node)) return node;
       node = node.parentElement || node.getRootNode()?.host || null;
     }
     return null;
@@ -237,8 +263,8 @@ function main() {
       const text = unprotectedText(editor);
       if (!text) continue;
       if (byAdapter) return { editor, text, control: byAdapter, how: "adapter" };
-      const region = composerRegion(editor);
-      if (!region || !path.includes(region)) continue;
+      const region = composerOf(editor, path);
+      if (!region) continue;
       const control = controlOnPath(path, region, editor);
       if (!control) continue; // the composer's background: focusing, not sending
       const how = learned.has(control) ? "learned" : clearlyNotSend(control) ? "not-send" : "composer";
@@ -536,6 +562,10 @@ function main() {
   // ------------------------------------------------------------ after the guard refused a request
 
   let recovering = false;
+  let lastActivation = 0; // when the person last pressed Enter or clicked (a send is near)
+  const noteActivation = (event) => {
+    if (event.type !== "keydown" || event.key === "Enter") lastActivation = Date.now();
+  };
 
   async function afterGuardBlocked(info) {
     const what = info.api === "form" ? "a form submission" : `a ${info.api} request`;
@@ -545,11 +575,14 @@ function main() {
     const editor = candidateEditors().find((e) => e.isConnected) || null;
     const inBox = editor ? readText(editor) : "";
     const draft = typeof info.draft === "string" ? info.draft : "";
-    if (!editor || !draft || inBox.trim()) {
+    const stillInBox = inBox.trim() && sameText(inBox, draft, { loose: true });
+    const justActivated = Date.now() - lastActivation < 3000;
+    if (!editor || !draft || (inBox.trim() && !(stillInBox && justActivated))) {
       notify(`Veil stopped ${what}${where}: ${why}. Nothing was sent.${inBox.trim() ? " Your text is still in the box." : ""}`, "blocked");
       return;
     }
-    // The site took the text out of the box to send it: put it back, protected.
+    // The person just sent (the site took the text out of the box, or left it
+    // there when its request failed): put it back, protected.
     recovering = true;
     notify("Veil is protecting this prompt…", "working");
     try {
@@ -658,11 +691,8 @@ function main() {
     let send = { foundBy: null, controls: 0 };
     if (byAdapter) send = { foundBy: "adapter", controls: 1 };
     else if (info.editor) {
-      const region = composerRegion(info.editor);
-      if (region) {
-        const controls = [...region.querySelectorAll(CLICKABLE)].filter((c) => !info.editor.contains(c) && !c.contains(info.editor));
-        send = { foundBy: "composer", controls: controls.length };
-      }
+      const controls = composerControls(info.editor).filter((c) => !clearlyNotSend(c));
+      if (controls.length) send = { foundBy: "composer", controls: controls.length };
     }
     return {
       siteId: siteId(),
@@ -688,6 +718,7 @@ function main() {
 
   // ------------------------------------------------------------ wiring
 
+  for (const type of ["keydown", "pointerdown", "click"]) window.addEventListener(type, noteActivation, true);
   for (const type of ["pointerdown", "mousedown", "pointerup", "mouseup", "click"]) window.addEventListener(type, onPointer, true);
   window.addEventListener("keydown", onKeydown, true);
   window.addEventListener("submit", onSubmit, true);

@@ -23,7 +23,7 @@
 // It defends against a site's ordinary send paths after a redesign, not
 // against a site that wants the text: the page sees every key typed anyway.
 
-import { editableRoot } from "./editors.js";
+import { editableRoot, readText } from "./editors.js";
 import { LeakIndex, bodyText } from "./leak-check.js";
 import { SITES, siteForUrl } from "./sites.js";
 
@@ -56,10 +56,9 @@ function install() {
 
   // ------------------------------------------------------------ drafts
 
-  function readEditor(el) {
-    if (el instanceof HTMLTextAreaElement || el instanceof HTMLInputElement) return el.value;
-    return el.textContent || "";
-  }
+  // The text one line per block, as the content script reads it (the notice
+  // and the text Veil puts back keep the person's line breaks).
+  const readEditor = readText;
 
   function isApproved(text) {
     return approved.includes(text) || approved.some((a) => sameSqueezed(a, text));

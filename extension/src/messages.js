@@ -180,7 +180,7 @@ export const SCHEMA = Object.freeze({
       custom: "true on a site the person added",
       protected: "protection is on for the site",
       adapterFound: "the adapter's editor selectors (sites.js) found the editor",
-      editor: '{kind (editors.js) or null, foundBy: "adapter" | "typing" | "focus" | null}',
+      editor: '{kind (editors.js) or null, foundBy: "adapter" | "typing" | "focus" | "page" | null}',
       send: '{foundBy: "adapter" | "composer" | null, controls: how many controls the composer rule guards}',
       guard: "{running: the network guard answered, blocked: requests it refused on this page}",
     },

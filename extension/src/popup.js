@@ -41,6 +41,7 @@ const FOUND_BY = {
   adapter: "found by Veil's table for this site",
   typing: "found where you typed (general rules)",
   focus: "found where the cursor is (general rules)",
+  page: "the first one on the page (general rules)",
 };
 
 function checkLine(text, good) {

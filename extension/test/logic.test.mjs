@@ -4,7 +4,7 @@ import { test } from "node:test";
 
 import { PRIVILEGED, Msg, envelopeError, isExtensionPage } from "../src/messages.js";
 import { DEFAULT_SITE, defaultSettings, effectiveHeader, normalizeSettings, patchSite, validateEpsilon } from "../src/settings.js";
-import { SITES, builtinMatchPatterns, customSiteId, originMatchPattern, parseCustomOrigin, siteForUrl } from "../src/sites.js";
+import { SITES, builtinMatchPatterns, customSiteId, originMatchPattern, parseCustomOrigin, protectableUrl, siteForUrl } from "../src/sites.js";
 
 test("every built-in site is found from its URL and nothing else is", () => {
   for (const site of SITES) {
@@ -34,6 +34,18 @@ test("custom origins are normalised or refused with a clear message", () => {
   assert.throws(() => parseCustomOrigin(""), /Type the address/);
   assert.throws(() => parseCustomOrigin("ftp://x.org"), /Only http and https/);
   assert.throws(() => parseCustomOrigin("https://"), /not a web address/);
+  // What a new user typed: none of these is a site.
+  for (const bad of ["not a url", "https://not a url", "https://not%20a%20url", "example", "chat..example.com", "-x.com"]) {
+    assert.throws(() => parseCustomOrigin(bad), /not a web address/, bad);
+  }
+  assert.throws(() => parseCustomOrigin("chrome://newtab"), /Only http and https/);
+  assert.throws(() => parseCustomOrigin("chrome-extension://abc/popup.html"), /Only http and https/);
+  assert.equal(parseCustomOrigin("localhost:3000"), "https://localhost:3000");
+  assert.equal(parseCustomOrigin("bücher.example"), "https://xn--bcher-kva.example");
+  assert.equal(protectableUrl("chrome://newtab/"), false);
+  assert.equal(protectableUrl("chrome-extension://abc/popup.html"), false);
+  assert.equal(protectableUrl("about:blank"), false);
+  assert.equal(protectableUrl("https://chat.example.com/c/1"), true);
   assert.equal(originMatchPattern("http://localhost:8080"), "http://localhost/*");
   assert.equal(customSiteId("https://a.b"), "custom:https://a.b");
 });
