@@ -80,14 +80,25 @@ class CachedNoise:
 
     @classmethod
     def fresh(
-        cls, profile: Profile, true_values: Mapping[str, float], *, rng: object, secure: bool
+        cls,
+        profile: Profile,
+        true_values: Mapping[str, float],
+        *,
+        rng: object,
+        secure: bool,
+        allocation: Mapping[str, float] | None = None,
     ) -> CachedNoise:
-        """An empty cache for ``profile`` (the evaluation: one per agent session)."""
+        """An empty cache for ``profile`` (the evaluation: one per agent session), drawn with
+        ``allocation`` (default: the profile's own split of its budget)."""
         out = cls.__new__(cls)
         out.profile = profile
         out._roots = {k: float(v) for k, v in true_values.items() if k in profile.roots}
         out.truth = profile.evaluate_all(out._roots)
-        out._cache = RootCache.empty(profile)
+        out._cache = (
+            RootCache.empty(profile)
+            if allocation is None
+            else RootCache(profile=profile, allocation=dict(allocation))
+        )
         out._rng = resolve_rng(rng, secure=secure)
         out.drawn = []
         return out

@@ -386,13 +386,16 @@ class Rewriter:
                 return None
         if not self.strict:
             return None
-        # A derived value counts only when written at its own precision: a bare "1" is a
-        # count far more often than someone's FIB-4 rounded to an integer.
+        # A derived value counts only when written with decimals (if it has any): a bare "1"
+        # is a count far more often than someone's FIB-4 rounded to an integer.
         matches = [
             n
             for n in self.profile.names
             if n in source.truth
-            and (n in self.profile.roots or decimals >= decimals_of(precision_of(self.profile, n)))
+            and (
+                n in self.profile.roots
+                or decimals >= min(1, decimals_of(precision_of(self.profile, n)))
+            )
             and self._equals(n, written, decimals, self.profile.spec(n).unit, source)
         ]
         if len(matches) > 1:

@@ -10,6 +10,12 @@ report is regenerated with::
 
 (about 15 minutes on 2 CPU cores); ``SMOKE`` runs a small subsample in well
 under a minute and is what CI runs.
+
+``--agents`` runs the agents evaluation instead (:mod:`evals.rootguard.agents`,
+RQ4): scripted agent sessions through ``veil mcp proxy`` to recording MCP
+services, with its own ``AGENTS_SMOKE``/``AGENTS_FULL``::
+
+    veil eval rootguard --agents --out docs/rootguard/agents
 """
 
 from __future__ import annotations
@@ -20,12 +26,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from evals.rootguard.config import FULL, SMOKE, Config
+from evals.rootguard.config import AGENTS_FULL, AGENTS_SMOKE, FULL, SMOKE, AgentsConfig, Config
 
 __all__ = ["FULL", "SMOKE", "add_arguments", "evaluate", "render"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agents",
+        action="store_true",
+        help="the agents evaluation instead (RQ4): scripted agent sessions through veil mcp "
+        "proxy to recording MCP services (docs/rootguard/agents; FULL about 10 min of CPU)",
+    )
     parser.add_argument(
         "--seed", type=int, default=None, help=f"seed of the experiment RNGs (default {FULL.seed})"
     )
@@ -38,6 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def evaluate(args: argparse.Namespace, config: Config) -> Path:
+    if getattr(args, "agents", False):
+        return evaluate_agents(args, AGENTS_SMOKE if config.smoke else AGENTS_FULL)
     import numpy as np
 
     from evals import common
@@ -114,8 +128,52 @@ def evaluate(args: argparse.Namespace, config: Config) -> Path:
     return path
 
 
+def evaluate_agents(args: argparse.Namespace, config: AgentsConfig) -> Path:
+    """``--agents``: scripted agent sessions through the MCP proxy (evals.rootguard.agents)."""
+    import numpy as np
+
+    from evals import common
+    from evals.rootguard import experiment as ex
+    from evals.rootguard.agents import run_agents
+    from evals.rootguard.agents_report import write_report
+    from evals.rootguard.data import load_population
+
+    config = common.config_for(args, config, ["seed", "people"])
+    started = time.time()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    population = load_population(ex.domains(), config.seed)
+    means = {k: float(v.mean()) for k, v in population.values.items()}
+    sds = {k: float(v.std()) for k, v in population.values.items()}
+    order = np.random.default_rng(config.seed).permutation(population.size)
+    pop = population.subset(order[: config.people])
+    results: dict[str, Any] = {
+        "kind": "agents",
+        "config": asdict(config),
+        "command": common.command("rootguard", out, "--agents", smoke=config.smoke),
+        "environment": common.environment(),
+    }
+    results |= run_agents(
+        pop, config.epsilons, config.turns, config.qs, config.seed, means, sds, config.setting
+    )
+    results["elapsed_s"] = time.time() - started
+    common.write_results(out, results)
+    path = write_report(results, out)
+    print(
+        f"rootguard agents eval: {results['totals']['sessions']} sessions, "
+        f"{results['totals']['failures']} compliance failures, {results['cpu_s']:.0f} s CPU"
+    )
+    return path
+
+
 def render(out: Path) -> Path:
     from evals import common
+
+    results = common.read_results(out)
+    if results.get("kind") == "agents":
+        from evals.rootguard.agents_report import write_report as write_agents
+
+        return write_agents(results, out)
     from evals.rootguard.report import write_report
 
-    return write_report(common.read_results(out), out)
+    return write_report(results, out)

@@ -37,3 +37,25 @@ FULL = Config(
     fit_grid=65,
     smoke=False,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class AgentsConfig:
+    """``veil eval rootguard --agents``: scripted agent sessions through ``veil mcp proxy``."""
+
+    people: int  # people per template (each runs every configuration and ε)
+    turns: int  # turns per session; every turn calls all four services
+    epsilons: tuple[float, ...]
+    qs: tuple[int, ...]  # turns the pooling adversary has seen
+    smoke: bool
+    seed: int = 20261201
+    setting: str = "relative"  # privacy units: 1% of the population mean (paper-comparable)
+
+
+AGENTS_SMOKE = AgentsConfig(people=3, turns=4, epsilons=(0.1,), qs=(1, 2, 4), smoke=True)
+
+# Sized to about 10 minutes of CPU on the 2-core machine (docs/rootguard/agents/report.md
+# states the count and the time).
+AGENTS_FULL = AgentsConfig(
+    people=200, turns=16, epsilons=(0.1, 1.0), qs=(1, 2, 4, 8, 16), smoke=False
+)

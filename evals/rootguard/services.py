@@ -129,7 +129,9 @@ class Recorder:
             self.calls.append(entry)
             if self.path is not None:
                 with open(self.path, "a", encoding="utf-8") as handle:
-                    handle.write(json.dumps({"service": service, "tool": tool, "arguments": entry[2]}))
+                    handle.write(
+                        json.dumps({"service": service, "tool": tool, "arguments": entry[2]})
+                    )
                     handle.write("\n")
 
     def clear(self) -> None:
@@ -214,7 +216,12 @@ def build_service(name: str, recorder: Recorder) -> MCPServer:
             recorder.record(
                 name,
                 "compute_score",
-                {"score": score, "inputs": inputs, "female": female, "agent_estimate": agent_estimate},
+                {
+                    "score": score,
+                    "inputs": inputs,
+                    "female": female,
+                    "agent_estimate": agent_estimate,
+                },
             )
             env = {**inputs, "female": female}
             value = float(FORMULAS[score].parsed.evaluate(env))
