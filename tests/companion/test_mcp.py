@@ -412,3 +412,54 @@ def test_init_adopts_the_state_veil_perturb_keeps(tmp_path):
     assert record.state == json.loads(state.read_text())
     noisy = api.noisy_values(record.profile, record.state)
     assert f"{noisy['weight_kg']:.1f}" in out.stdout
+
+
+# -- docs/mcp.md, as written ---------------------------------------------------------------------
+
+
+def doc_snippets() -> list[dict[str, Any]]:
+    text = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
+    return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", text, re.S)]
+
+
+def test_docs_snippets_work_with_the_sdk_client(companion, tmp_path):
+    """The stdio and HTTP snippets of docs/mcp.md connect; the proxy configuration loads."""
+    from companion.mcp.proxy import load_config
+
+    url, token, store, _app = companion
+    snippets = doc_snippets()
+    stdio = next(
+        s["mcpServers"]["veil"]
+        for s in snippets
+        if "command" in s.get("mcpServers", {}).get("veil", {})
+    )
+    http = next(
+        s["mcpServers"]["veil"]
+        for s in snippets
+        if "url" in s.get("mcpServers", {}).get("veil", {})
+    )
+    assert stdio == {"command": "veil", "args": ["mcp", "serve"]}
+    assert http["type"] == "http" and http["url"] == "http://127.0.0.1:8765/mcp"
+    proxy_config = next(s for s in snippets if "upstreams" in s)
+    assert [u.name for u in load_config(proxy_config)] == ["clinic", "labs"]
+    veil = str(Path(sys.executable).with_name("veil"))
+    params = StdioServerParameters(
+        command=veil, args=stdio["args"], env={"VEIL_HOME": str(store.path.parent)}
+    )
+    headers = {
+        k: v.replace("PASTE-THE-TOKEN-FROM-~/.veil/token", token)
+        for k, v in http["headers"].items()
+    }
+
+    async def main() -> None:
+        async with Client(params, read_timeout_seconds=60) as client:
+            assert not (await client.call_tool("list_values", {})).is_error
+        http_client = httpx2.AsyncClient(headers=headers)
+        endpoint = http["url"].replace("http://127.0.0.1:8765", url)
+        async with (
+            http_client,
+            Client(streamable_http_client(endpoint, http_client=http_client)) as client,
+        ):
+            assert not (await client.call_tool("get_value", {"name": "age"})).is_error
+
+    anyio.run(main)
