@@ -14,7 +14,7 @@ it.  Routes that behave differently for guests take ``principal: PrincipalDep``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from fastapi import Depends, Request
 
@@ -36,28 +36,27 @@ def _state(request: Request, name: str) -> Any:
 
 
 def get_settings(request: Request) -> Settings:
-    settings: Settings = _state(request, "settings")
-    return settings
+    return cast(Settings, _state(request, "settings"))
 
 
 def get_engine(request: Request) -> ModelEngine:
-    engine: ModelEngine = _state(request, "engine")
-    return engine
+    return cast("ModelEngine", _state(request, "engine"))
 
 
 def get_rag(request: Request) -> RagService:
-    rag: RagService = _state(request, "rag")
-    return rag
+    return cast("RagService", _state(request, "rag"))
 
 
 def get_audit_jobs(request: Request) -> JobManager:
-    jobs: JobManager = _state(request, "audit_jobs")
-    return jobs
+    return cast("JobManager", _state(request, "audit_jobs"))
 
 
 def get_keys(request: Request) -> KeyStore:
-    keys: KeyStore = _state(request, "keys")
-    return keys
+    return cast(KeyStore, _state(request, "keys"))
+
+
+def get_started(request: Request) -> int:
+    return cast(int, _state(request, "started"))
 
 
 def get_principal(request: Request) -> Principal:
@@ -92,11 +91,6 @@ def require_owner(request: Request) -> Principal:
             f"{request.method} {request.url.path} needs the owner's token, not a guest key",
         )
     return principal
-
-
-def get_started(request: Request) -> int:
-    started: int = _state(request, "started")
-    return started
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
