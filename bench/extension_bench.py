@@ -4,14 +4,21 @@ Prints Markdown tables (and writes them with a PNG plot to ``--out``):
 
 * warm Enter -> sent latency on a chat page, with protection off (the baseline,
   measured in the same run, interleaved) and on, at 2,000 and 20,000
-  characters; "added" is on minus off at p50 and at p95;
+  characters, each with the network guard on (as shipped) and off (a switch of
+  the test build); "added" is on minus off at p50 and at p95, and "guard" is
+  what the guard adds to that;
+* the network guard's own cost: the time to check a 100 KB request body
+  against a 2,000- and a 20,000-character draft (leak-check.js under Node, the
+  same V8 as Chromium), and why its run length is 20: the share of pairs of
+  unrelated news articles (gensim's Lee corpus) that share a run of n
+  non-space characters, for several n;
 * browser start -> core ready: from the moment Chromium is launched to the
   moment the offscreen document reports the Python core ready, for the first
   start of a fresh profile (no memory snapshot yet) and for later starts.
 
 Run from the repository root:
 
-    python bench/extension_bench.py --out docs/extension      # full (~5 min)
+    python bench/extension_bench.py --out docs/extension      # full (~10 min)
     python bench/extension_bench.py --smoke                   # CI smoke (~1 min)
 
 Needs Chromium (/usr/bin/chromium), node and ``npm ci``; builds what it needs.
@@ -25,7 +32,9 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +47,7 @@ if str(ROOT) not in sys.path:
 
 from e2e.harness import (  # noqa: E402
     EDITOR_SELECTOR,
+    EXTENSION_TEST,
     FIXTURES,
     Browser,
     build_all,
@@ -92,6 +102,14 @@ def set_enabled(browser: Browser, site_id: str, enabled: bool) -> None:
     )
 
 
+def set_guard(browser: Browser, on: bool) -> None:
+    """Run with or without the network guard (the test build's switch)."""
+    browser.evaluate(
+        "(on) => chrome.storage.local.set({veilTestSwitches: {guard: on}})",
+        on,
+    )
+
+
 def one_send(page: Any, host: str, text: str) -> float:
     """Fill the editor, press Enter, return ms from the key press to the page's send."""
     selector = EDITOR_SELECTOR[FIXTURE_FOR_HOST[host]]
@@ -107,6 +125,9 @@ def one_send(page: Any, host: str, text: str) -> float:
     return sent_at - start
 
 
+CONFIGS = [(False, True), (True, False), (True, True)]  # (protection, guard)
+
+
 def latency(
     browser: Browser, hosts: list[str], sizes: list[int], iterations: int, warmup: int
 ) -> list[dict[str, Any]]:
@@ -115,11 +136,13 @@ def latency(
     for host in hosts:
         page = browser.open_site(host)
         for size in sizes:
-            samples: dict[bool, list[float]] = {False: [], True: []}
+            samples: dict[tuple[bool, bool], list[float]] = {c: [] for c in CONFIGS}
             for i in range(warmup + iterations):
                 text = prose(size, seed=size * 1000 + i)
-                for enabled in (False, True):  # interleaved: the baseline sees the same load
+                # Interleaved: every configuration sees the same load and the same text.
+                for enabled, guard in CONFIGS:
                     set_enabled(browser, site_ids[host], enabled)
+                    set_guard(browser, guard)
                     page.wait_for_timeout(30)
                     ms = one_send(page, host, text)
                     if enabled:
@@ -127,32 +150,120 @@ def latency(
                         # person does not send again within that time, so wait for it.
                         wait_receipts(browser, site_ids[host], timeout=60)
                     if i >= warmup:
-                        samples[enabled].append(ms)
+                        samples[(enabled, guard)].append(ms)
                 browser.recorder.clear()
-            off, on = samples[False], samples[True]
-            rows.append(
-                {
-                    "host": host,
-                    "editor": FIXTURE_FOR_HOST[host],
-                    "chars": size,
-                    "n": len(on),
-                    "off_p50": percentile(off, 0.5),
-                    "off_p95": percentile(off, 0.95),
-                    "on_p50": percentile(on, 0.5),
-                    "on_p95": percentile(on, 0.95),
-                    "added_p50": percentile(on, 0.5) - percentile(off, 0.5),
-                    "added_p95": percentile(on, 0.95) - percentile(off, 0.95),
-                    "off": off,
-                    "on": on,
-                }
-            )
+            off, bare, on = samples[(False, True)], samples[(True, False)], samples[(True, True)]
+            row: dict[str, Any] = {
+                "host": host,
+                "editor": FIXTURE_FOR_HOST[host],
+                "chars": size,
+                "n": len(on),
+                "off": off,
+                "on_noguard": bare,
+                "on": on,
+            }
+            for name, values in (("off", off), ("on_noguard", bare), ("on", on)):
+                row[f"{name}_p50"] = percentile(values, 0.5)
+                row[f"{name}_p95"] = percentile(values, 0.95)
+            for q in ("p50", "p95"):
+                row[f"added_{q}"] = row[f"on_{q}"] - row[f"off_{q}"]
+                row[f"added_noguard_{q}"] = row[f"on_noguard_{q}"] - row[f"off_{q}"]
+                row[f"guard_{q}"] = row[f"on_{q}"] - row[f"on_noguard_{q}"]
+            rows.append(row)
             print(
-                f"  {host} {size} chars: off p50 {rows[-1]['off_p50']:.1f} ms, "
-                f"on p50 {rows[-1]['on_p50']:.1f} ms, p95 {rows[-1]['on_p95']:.1f} ms",
+                f"  {host} {size} chars: off p50 {row['off_p50']:.1f} ms, on p50 {row['on_p50']:.1f} "
+                f"(no guard {row['on_noguard_p50']:.1f}), p95 {row['on_p95']:.1f} "
+                f"(no guard {row['on_noguard_p95']:.1f}) ms",
                 flush=True,
             )
         page.close()
     return rows
+
+
+GUARD_CHECK = r"""
+import { LeakIndex } from "./extension/src/leak-check.js";
+const [phrase, repeats] = [process.argv[1], Number(process.argv[2])];
+const words = phrase.split(" ");
+// The conversation in the body is other prose (different words): a draft and a
+// body drawn from one 37-word list share 4-word runs by chance.
+const other = "weather report rain expected across northern regions tomorrow with strong winds and cooler temperatures while the south stays dry and sunny for the weekend markets".split(" ");
+function prose(n, seed, list = words) {
+  let x = seed, out = "";
+  while (out.length < n) { x = (x * 1103515245 + 12345) % 2147483648; out += list[(x >>> 8) % list.length] + " "; }
+  return out.slice(0, n);
+}
+const items = [];
+for (let i = 0; JSON.stringify(items).length < 100000; i++) {
+  items.push({ id: i, role: i % 2 ? "assistant" : "user", text: prose(180, i + 1, other), ts: 1700000000 + i });
+}
+const body = JSON.stringify({ conversation: items }).slice(0, 100000);
+const pct = (v, q) => { const s = [...v].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(q * (s.length - 1) + 0.5))]; };
+const rows = [];
+for (const size of [2000, 20000]) {
+  const draft = prose(size, 987654);
+  const approved = [prose(size, 4242)];
+  const build = [], clean = [], hit = [];
+  for (let r = 0; r < repeats; r++) {
+    let t = performance.now();
+    const index = new LeakIndex([{ text: draft }], approved);
+    index.find("x".repeat(64));  // builds the draft's runs
+    build.push(performance.now() - t);
+    t = performance.now();
+    if (index.find(body)) throw new Error("an unrelated body matched");
+    clean.push(performance.now() - t);
+    const leaking = body.slice(0, 99000) + JSON.stringify(draft.slice(size - 600, size - 400));
+    t = performance.now();
+    if (!index.find(leaking)) throw new Error("the leak was missed");
+    hit.push(performance.now() - t);
+  }
+  rows.push({ draft: size, body: body.length, build_p50: pct(build, 0.5), clean_p50: pct(clean, 0.5),
+              clean_p95: pct(clean, 0.95), hit_p50: pct(hit, 0.5), hit_p95: pct(hit, 0.95), n: repeats });
+}
+console.log(JSON.stringify(rows));
+"""
+
+
+def guard_check(repeats: int) -> list[dict[str, Any]]:
+    """The guard's check time for a 100 KB JSON body (leak-check.js under Node)."""
+    node = shutil.which("node") or "node"
+    out = subprocess.run(
+        [node, "--input-type=module", "-e", GUARD_CHECK, PHRASE, str(repeats)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    rows: list[dict[str, Any]] = json.loads(out.stdout)
+    for r in rows:
+        print(
+            f"  draft {r['draft']:,} chars, body {r['body']:,} B: check p50 {r['clean_p50']:.2f} ms, "
+            f"p95 {r['clean_p95']:.2f} ms (index {r['build_p50']:.2f} ms)",
+            flush=True,
+        )
+    return rows
+
+
+def run_lengths(lengths: list[int]) -> dict[str, Any]:
+    """Share of pairs of different news articles sharing a run of n non-space characters."""
+    import gensim
+
+    corpus = Path(gensim.__file__).parent / "test" / "test_data" / "lee_background.cor"
+    articles = ["".join(line.split()) for line in corpus.read_text().splitlines() if line.strip()]
+    pairs = len(articles) * (len(articles) - 1) // 2
+    shares = {}
+    for n in lengths:
+        owners: dict[str, set[int]] = {}
+        for i, a in enumerate(articles):
+            for j in range(len(a) - n + 1):
+                owners.setdefault(a[j : j + n], set()).add(i)
+        shared: set[tuple[int, int]] = set()
+        for ids in owners.values():
+            if len(ids) > 1:
+                ordered = sorted(ids)
+                shared.update((x, y) for k, x in enumerate(ordered) for y in ordered[k + 1 :])
+        shares[n] = len(shared) / pairs
+        print(f"  run {n}: {100 * shares[n]:.2f}% of {pairs:,} article pairs share one", flush=True)
+    return {"articles": len(articles), "pairs": pairs, "share": shares}
 
 
 def launch_and_wait(
@@ -206,7 +317,13 @@ def startup(
     return runs
 
 
-def markdown(lat: list[dict[str, Any]], starts: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+def markdown(
+    lat: list[dict[str, Any]],
+    starts: list[dict[str, Any]],
+    guard: list[dict[str, Any]],
+    runs: dict[str, Any] | None,
+    meta: dict[str, Any],
+) -> str:
     lines = [
         "# Extension benchmark",
         "",
@@ -217,21 +334,59 @@ def markdown(lat: list[dict[str, Any]], starts: list[dict[str, Any]], meta: dict
         "## Warm Enter → sent latency",
         "",
         "From the key press (Playwright) to the page's own send handler running. *off*: Veil",
-        "loaded but protection off for the site (baseline, interleaved with *on*); *on*: k-RR",
-        "text mode, ε = 5, default header. *added* = on - off at the same percentile.",
-        "Between sends the run waits until the core has finished the previous receipt's",
-        "composed ε (computed right after each send, off the send path).",
+        "loaded but protection off for the site (baseline, interleaved with the others); *on*:",
+        "k-RR text mode, ε = 5, default header, with the network guard as shipped; *no guard*:",
+        "the same with the guard switched off (the test build's switch). *added* = on - off at",
+        "the same percentile; *guard* = on - no guard, what the guard adds. Between sends the",
+        "run waits until the core has finished the previous receipt's composed ε (computed",
+        "right after each send, off the send path).",
         "",
         "| editor (site) | chars | n | off p50 ms | off p95 ms | on p50 ms | on p95 ms "
-        "| added p50 ms | added p95 ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| added p50 ms | added p95 ms | no guard: added p95 ms | guard p50 ms | guard p95 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in lat:
         lines.append(
             f"| {r['editor']} ({r['host']}) | {r['chars']:,} | {r['n']} | {r['off_p50']:.1f} "
             f"| {r['off_p95']:.1f} | {r['on_p50']:.1f} | {r['on_p95']:.1f} "
-            f"| **{r['added_p50']:.1f}** | **{r['added_p95']:.1f}** |"
+            f"| **{r['added_p50']:.1f}** | **{r['added_p95']:.1f}** "
+            f"| {r['added_noguard_p95']:.1f} | {r['guard_p50']:.1f} | {r['guard_p95']:.1f} |"
         )
+    lines += [
+        "",
+        "## The network guard's check",
+        "",
+        "Time for leak-check.js to check one 100 KB JSON body (a conversation of unrelated",
+        "prose) against an unprotected draft, with one approved text of the same size (what",
+        "the guard holds after Veil protected a prompt); under Node, the V8 of Chromium.",
+        "*index*: building the draft's and the approved text's run index (once per draft).",
+        "*clean*: a body that does not carry the draft (the whole body is scanned, every",
+        "decoding); *hit*: one whose last kilobyte carries 200 characters of it.",
+        "",
+        "| draft chars | body bytes | n | index p50 ms | clean p50 ms | clean p95 ms "
+        "| hit p50 ms | hit p95 ms |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for g in guard:
+        lines.append(
+            f"| {g['draft']:,} | {g['body']:,} | {g['n']} | {g['build_p50']:.2f} "
+            f"| **{g['clean_p50']:.2f}** | **{g['clean_p95']:.2f}** | {g['hit_p50']:.2f} "
+            f"| {g['hit_p95']:.2f} |"
+        )
+    if runs:
+        lines += [
+            "",
+            "Why the guard matches runs of 20 non-space characters: the share of pairs of",
+            f"different news articles ({runs['articles']} articles of gensim's Lee corpus,",
+            f"{runs['pairs']:,} pairs) that share at least one run of n non-space characters,",
+            "i.e. how often unrelated text would be taken for the draft.",
+            "",
+            "| n | " + " | ".join(str(n) for n in runs["share"]) + " |",
+            "|---|" + "---:|" * len(runs["share"]),
+            "| pairs sharing a run | "
+            + " | ".join(f"{100 * v:.2f}%" for v in runs["share"].values())
+            + " |",
+        ]
     lines += [
         "",
         "## Browser start → core ready",
@@ -270,13 +425,13 @@ def plot(lat: list[dict[str, Any]], starts: list[dict[str, Any]], path: Path) ->
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     labels, data = [], []
     for r in lat:
-        for key in ("off", "on"):
-            labels.append(f"{r['editor']}\n{r['chars']:,} {key}")
+        for key in ("off", "on_noguard", "on"):
+            labels.append(f"{r['editor']}\n{r['chars']:,} {key.replace('_noguard', ' -g')}")
             data.append(r[key])
     ax1.boxplot(data, whis=(5, 95), showfliers=False)
     ax1.set_xticks(range(1, len(labels) + 1), labels, fontsize=7)
     ax1.set_ylabel("Enter → sent (ms)")
-    ax1.set_title("Send latency, protection off vs on (whiskers p5-p95)")
+    ax1.set_title("Send latency: off, on without guard (-g), on (whiskers p5-p95)")
     names = [s["start"].replace(" (fresh profile)", "\n(fresh)") for s in starts]
     sw = [s["service_worker"] for s in starts]
     doc = [s["offscreen_document"] - s["service_worker"] for s in starts]
@@ -322,7 +477,8 @@ def main(argv: list[str] | None = None) -> int:
             starts = startup(playwright, extension, recorder, args.restarts)
             print("warm Enter -> sent latency:", flush=True)
             with tempfile.TemporaryDirectory(prefix="veil-bench-") as tmp:
-                browser = Browser(playwright, extension, Path(tmp) / "profile", recorder)
+                # The test build: the release build plus the switch that turns the guard off.
+                browser = Browser(playwright, EXTENSION_TEST, Path(tmp) / "profile", recorder)
                 try:
                     browser.wait_core(timeout=120)
                     lat = latency(browser, hosts, sizes, args.iterations, warmup=3)
@@ -330,6 +486,10 @@ def main(argv: list[str] | None = None) -> int:
                     browser.close()
     finally:
         recorder.stop()
+    print("network guard, check of a 100 KB body:", flush=True)
+    guard = guard_check(20 if args.smoke else 200)
+    print("network guard, run length:", flush=True)
+    runs = None if args.smoke else run_lengths([8, 12, 16, 20, 24, 32])
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": "this machine (2 CPU cores, shared), headless Chromium "
@@ -338,13 +498,13 @@ def main(argv: list[str] | None = None) -> int:
         "load_start": load_start,
         "load_end": os.getloadavg()[0],
     }
-    report = markdown(lat, starts, meta)
+    report = markdown(lat, starts, guard, runs, meta)
     print()
     print(report)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "benchmark.md").write_text(report)
-        raw = {"latency": lat, "startup": starts, "meta": meta}
+        raw = {"latency": lat, "startup": starts, "guard": guard, "runs": runs, "meta": meta}
         (args.out / "benchmark.json").write_text(json.dumps(raw, indent=1))
         plot(lat, starts, args.out / "benchmark.png")
         print(f"wrote {args.out}/benchmark.md, benchmark.json, benchmark.png")
