@@ -386,16 +386,14 @@ class Rewriter:
                 return None
         if not self.strict:
             return None
-        # A derived value counts only when written with decimals (if it has any): a bare "1"
-        # is a count far more often than someone's FIB-4 rounded to an integer.
+        # Without a field naming it, a number counts as a value only when written about as
+        # finely as the value is declared: a bare "2" is a count, not a creatinine of 1.8,
+        # and a "1" not a FIB-4 (a derived value needs decimals when it has any).
         matches = [
             n
             for n in self.profile.names
             if n in source.truth
-            and (
-                n in self.profile.roots
-                or decimals >= min(1, decimals_of(precision_of(self.profile, n)))
-            )
+            and decimals >= self._min_decimals(n)
             and self._equals(n, written, decimals, self.profile.spec(n).unit, source)
         ]
         if len(matches) > 1:
@@ -413,6 +411,10 @@ class Rewriter:
                 "it holds, so Veil can replace it by its noisy value)"
             )
         return None
+
+    def _min_decimals(self, name: str) -> int:
+        needed = decimals_of(precision_of(self.profile, name))
+        return needed - 1 if name in self.profile.roots else min(1, needed)
 
     def _has_truth(self, name: str, source: NoiseSource) -> bool:
         return self.profile.root_dependencies(name) <= {

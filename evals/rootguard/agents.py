@@ -46,6 +46,7 @@ from typing import Any
 
 import anyio
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from companion.mcp.guard import CachedNoise
 from companion.mcp.proxy import Proxy, RewriteLog, Upstream
@@ -268,9 +269,19 @@ async def _session(
         rec.clear()
     current["source"] = source
     returned = []
+    refused = 0
+    sent_visits: list[int] = []
     for turn in range(1, turns + 1):
         for tool, args in agent_calls(profile, template, truth, female, turn, f"P-{index:06d}"):
-            result = await agent.call_tool(tool, args)
+            try:
+                result = await agent.call_tool(tool, args)
+            except MCPError as exc:  # not forwarded: nothing disclosed, nothing computed
+                if "did not forward" not in exc.message:
+                    raise
+                refused += 1
+                continue
+            if tool.startswith("clinic"):
+                sent_visits.append(turn)
             text = "".join(getattr(c, "text", "") for c in result.content)
             if result.is_error:
                 raise RuntimeError(f"{tool} failed: {text}")
@@ -286,6 +297,8 @@ async def _session(
     estimates = computed
     changed_results = sum(abs(a - b) > 1e-9 for a, b in zip(returned, computed, strict=True))
     slots, collateral = received_slots(profile, template, calls)
+    clinic = [args["visit_number"] for _s, _t, args in recorders["clinic"].calls]
+    collateral += sum(a != b for a, b in zip(clinic, sent_visits, strict=True))
     # Releases: what the mechanism gave out in this session.
     if isinstance(source, FreshNoise):
         releases = {k: list(v) for k, v in source.releases.items()}
@@ -319,6 +332,7 @@ async def _session(
         "true_passed": true_passed,
         "collateral": collateral,
         "changed_results": changed_results,
+        "refused": refused,
         "estimates": estimates,
         "observations": observations,
         "calls": len(calls),
@@ -411,7 +425,7 @@ def run_agents(
                                 source, turns, index,
                             )  # fmt: skip
                             for key in ("slots", "failures", "true_passed", "collateral",
-                                        "changed_results", "calls"):  # fmt: skip
+                                        "changed_results", "calls", "refused"):  # fmt: skip
                                 totals[key] += out[key]
                             totals["sessions"] += 1
                             row = target_rows[(config, template.title, eps)]

@@ -92,6 +92,8 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         f"| other numbers changed on the way (visit numbers, dates, dependents, the note's tail) "
         f"| {totals['collateral']} |",
         f"| results that came back changed | {totals['changed_results']} |",
+        f"| calls the proxy refused (a number equal to two declared values; not sent) "
+        f"| {totals.get('refused', 0)} |",
         "",
         "## Target error per configuration (goal: M-Opt < M-Roots < M-All)",
         "",
