@@ -274,11 +274,11 @@ class Proxy:
         for name, client in self.clients.items():
             try:
                 with anyio.fail_after(self.upstreams[name].timeout_s):
-                    listed = await client.list_tools()
+                    listed = await _all_tools(client)
             except Exception as exc:
                 log.warning("veil mcp proxy: upstream %r did not list its tools: %s", name, exc)
                 continue
-            for tool in listed.tools:
+            for tool in listed:
                 self._schemas[(name, tool.name)] = dict(tool.input_schema)
                 tools.append(tool.model_copy(update={"name": self.exposed(name, tool.name)}))
         return types.ListToolsResult(tools=tools)
@@ -287,8 +287,8 @@ class Proxy:
         if (upstream, tool) not in self._schemas:
             with contextlib.suppress(Exception):
                 with anyio.fail_after(self.upstreams[upstream].timeout_s):
-                    listed = await self.clients[upstream].list_tools()
-                for t in listed.tools:
+                    listed = await _all_tools(self.clients[upstream])
+                for t in listed:
                     self._schemas[(upstream, t.name)] = dict(t.input_schema)
         return self._schemas.get((upstream, tool))
 
@@ -354,6 +354,19 @@ class Proxy:
         return await self._call_tool(
             None, types.CallToolRequestParams(name=name, arguments=dict(arguments))
         )
+
+
+async def _all_tools(client: Client) -> list[types.Tool]:
+    """Every tool of an upstream, page after page."""
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(100):
+        page = await client.list_tools(cursor=cursor)
+        tools += page.tools
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
 
 
 def _failure(exc: BaseException) -> str:
