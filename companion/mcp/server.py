@@ -64,9 +64,11 @@ def build_server(guard: Guard, *, name: str = "veil") -> MCPServer:
         instructions=INSTRUCTIONS,
         log_level="WARNING",
     )
-    read_only = ToolAnnotations(read_only_hint=False, idempotent_hint=True, open_world_hint=False)
+    # get_value, compute and protect_text may draw a root the first time (and save it): not
+    # read-only, but idempotent -- asking again gives the same answer.
+    draws_once = ToolAnnotations(read_only_hint=False, idempotent_hint=True, open_world_hint=False)
 
-    @server.tool(annotations=read_only)
+    @server.tool(annotations=draws_once)
     def get_value(
         name: Annotated[str, Field(description="a value of the person's profile, e.g. weight_kg")],
     ) -> dict[str, Any]:
@@ -76,7 +78,7 @@ def build_server(guard: Guard, *, name: str = "veil") -> MCPServer:
         """
         return _call(guard.get_value, name)
 
-    @server.tool(annotations=read_only)
+    @server.tool(annotations=draws_once)
     def compute(
         expression: Annotated[
             str,
@@ -99,7 +101,7 @@ def build_server(guard: Guard, *, name: str = "veil") -> MCPServer:
         """
         return _call(guard.list_values)
 
-    @server.tool(annotations=read_only)
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, open_world_hint=False))
     def protect_text(
         text: Annotated[str, Field(description="text that may mention the person's numbers")],
         krr_epsilon: Annotated[
