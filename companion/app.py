@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from companion.api import OPTIONAL_ROUTERS, ROUTERS
@@ -32,6 +33,72 @@ from companion.security import SecurityMiddleware, ensure_token
 from companion.settings import VERSION, Settings, get_settings
 
 STATIC_DIR = Path(__file__).with_name("static")
+
+# Every response carries this policy: scripts, styles and connections from the
+# companion itself only, nothing framed, no plugins.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
+    "form-action 'self'"
+)
+DOCS_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Veil companion API</title></head>
+<body><h1>Veil companion API</h1>
+<p>The interactive API pages are off: they would load scripts from a public CDN on the
+origin where the chat page keeps its token. The OpenAPI schema is at
+<a href="/openapi.json">/openapi.json</a>; open it in any OpenAPI viewer.</p>
+</body></html>
+"""
+
+
+class ContentSecurityPolicy:
+    """Adds :data:`CSP` (and nosniff) to every HTTP response."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_csp(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message)
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (b"content-security-policy", CSP.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                ]
+            await send(message)
+
+        await self.app(scope, receive, send_with_csp)
+
+
+def private_tree(home: Path) -> None:
+    """Folders under the home 0700, files 0600 (tightens what an older version made)."""
+    if not home.is_dir():
+        return
+    os.chmod(home, 0o700)
+    for root, dirs, files in os.walk(home):  # symlinks are not followed
+        for name in dirs:
+            path = Path(root) / name
+            if not path.is_symlink():
+                os.chmod(path, 0o700)
+        for name in files:
+            path = Path(root) / name
+            if not path.is_symlink():
+                os.chmod(path, 0o600)
+
+
+def shutdown(app: FastAPI, timeout: float = 5.0) -> None:
+    """Cancel the running generation and every audit job (the first SIGTERM ends the server)."""
+    engine = getattr(app.state, "engine", None)
+    if engine is not None:
+        engine.close()
+    jobs = getattr(app.state, "audit_jobs", None)
+    if jobs is not None:
+        jobs.shutdown(timeout=timeout)
 
 
 def _include_routers(app: FastAPI) -> list[str]:
@@ -48,14 +115,18 @@ def _include_routers(app: FastAPI) -> list[str]:
     return included
 
 
-def create_app(settings: Settings | None = None, *, embedder: Any = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, *, embedder: Any = None, audit_jobs: Any = None
+) -> FastAPI:
     """Build the companion app.
 
-    ``embedder`` replaces the MiniLM loader (tests).  Everything a route uses is
+    ``embedder`` replaces the MiniLM loader and ``audit_jobs`` the auditor's job
+    manager (tests).  Everything a route uses is
     reached through :mod:`companion.api.deps`, which tests override with
     ``app.dependency_overrides``.
     """
     settings = settings or get_settings()
+    os.umask(0o077)  # everything the companion writes under its home is the person's alone
     token = ensure_token(settings.resolved_token_path())
     keys = KeyStore(keys_path(settings.resolved_home()))
 
@@ -71,14 +142,26 @@ def create_app(settings: Settings | None = None, *, embedder: Any = None) -> Fas
 
             emb = await asyncio.to_thread(load_embedder, settings.device)
         store = DocumentStore(settings.resolved_store_path())
-        app.state.rag = RagService(store=store, embedder=emb)
-        app.state.audit_jobs = JobManager()
+        private_tree(settings.resolved_home())
+        app.state.rag = RagService(
+            store=store,
+            embedder=emb,
+            max_chars=settings.max_document_chars,
+            max_chunks=settings.max_document_chunks,
+            chunk_max_tokens=settings.chunk_max_tokens,
+        )
+        app.state.audit_jobs = audit_jobs or JobManager(
+            max_queued=settings.audit_max_queued,
+            max_running=settings.audit_max_running,
+            abandon_after_s=settings.audit_abandon_s,
+        )
         if settings.preload_model:
             await asyncio.to_thread(app.state.engine.load)
         try:
             async with mcp_http.lifespan(app):  # the SDK's session manager for /mcp
                 yield
         finally:
+            shutdown(app)
             store.close()
 
     app = FastAPI(
@@ -86,6 +169,10 @@ def create_app(settings: Settings | None = None, *, embedder: Any = None) -> Fas
         version=VERSION,
         summary="Local RAG chat with privacy-aware decoding; OpenAI-compatible API.",
         lifespan=lifespan,
+        # No page loads scripts from a CDN: the interactive docs are off, /docs points to
+        # the schema (companion.app.DOCS_PAGE).
+        docs_url=None,
+        redoc_url=None,
         # Every route is the owner's unless companion.keys.GUEST_ROUTES lists it.
         dependencies=[Depends(check_access)],
     )
@@ -109,7 +196,13 @@ def create_app(settings: Settings | None = None, *, embedder: Any = None) -> Fas
     def index() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
 
+    @app.get("/docs", include_in_schema=False)
+    @app.get("/redoc", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return HTMLResponse(DOCS_PAGE)
+
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.add_middleware(ContentSecurityPolicy)
     app.add_middleware(
         SecurityMiddleware,
         token=token,

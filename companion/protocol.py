@@ -105,6 +105,10 @@ class Citation(BaseModel):
     end: int
     score: float
     text: str
+    # What of the chunk entered the prompt under the context token budget
+    # (settings.context_token_budget; the receipt's "context" gives the totals).
+    included: Literal["whole", "partial", "cut"] = "whole"
+    included_chars: int | None = None  # characters of its text in the prompt
 
 
 class VeilInfo(BaseModel):

@@ -65,6 +65,41 @@ class Settings(BaseSettings):
     generation_timeout_s: float = Field(default=300.0, gt=0)
     preload_model: bool = True
     allow_seed: bool = False  # a seeded generator is for tests and experiments only
+    # Token budgets (companion/api/chat.py): the conversation, the retrieved context, and
+    # how much of a prompt one forward pass takes (the cancel flag is checked between).
+    max_prompt_tokens: int = Field(
+        default=4096,
+        ge=16,
+        description="most tokens the conversation (chat template included, retrieved context "
+        "excluded) may have; longer requests get 400",
+    )
+    max_messages: int = Field(default=256, ge=1, description="most messages in one request")
+    context_token_budget: int = Field(
+        default=2048,
+        ge=0,
+        description="most tokens of retrieved context in a prompt; the rest is cut and the "
+        "receipt and citations say what was cut",
+    )
+    prefill_chunk_tokens: int = Field(default=256, ge=1)
+    # Ingest limits (companion/rag/ingest.py), enforced while extracting.
+    max_document_chars: int = Field(
+        default=1_000_000, ge=1000, description="most characters extracted from one file"
+    )
+    max_document_chunks: int = Field(default=2500, ge=1, description="most chunks per document")
+    chunk_max_tokens: int = Field(
+        default=1024,
+        ge=32,
+        description="most tokens in a chunk for any byte-level tokenizer: a chunk never has "
+        "more UTF-8 bytes than this (long words are split on characters)",
+    )
+    # Audit jobs (companion/audit/jobs.py): one running per model, the rest queued.
+    audit_max_queued: int = Field(default=8, ge=0)
+    audit_max_running: int = Field(default=1, ge=1)
+    audit_abandon_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="a queued audit job nobody followed for this long is dropped at its turn",
+    )
     # The lifetime budget of each document (companion/rag/budget.py): fixed for a store
     # when it is first used; answers under a formal defense are charged against it.
     document_budget_epsilon: float = Field(

@@ -306,6 +306,10 @@ class GaussianEvent:
     def __post_init__(self) -> None:
         _positive(self.sigma, "sigma")
         _positive(self.sensitivity, "sensitivity")
+        if self.sigma**2 == 0.0:  # a subnormal sigma: its square underflows, the RDP divides by 0
+            raise InvalidParameterError(
+                f"sigma must be at least 1e-150 (its square underflows to 0); got {self.sigma!r}"
+            )
 
     def rdp(self, order: float) -> float:
         return order * self.sensitivity**2 / (2.0 * self.sigma**2)

@@ -155,13 +155,13 @@ def _start(service: Any, body: InversionBody, data: bytes | None, filename: str 
     )
     request.validate()
     target = service.pool.get(body.model, body.layer)
+    states, truth = prepare_states(target, request)  # a bad file is a 400 before all else
     if request.method == "fast":
         from companion.audit.ranker import is_ready
         from companion.audit.service import setup_required
 
         if not is_ready(target):
             raise setup_required(target)
-    states, truth = prepare_states(target, request)
     return request, states, truth
 
 

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from companion.api.deps import EngineDep, KeysDep, PrincipalDep, RagDep, SettingsDep
 from companion.api.keys import charge_guest, guest_key, guest_request, guest_veil
-from companion.errors import APIError, ErrorCode, envelope
+from companion.errors import APIError, ErrorCode, envelope, internal_error_message
 from companion.protocol import (
     AssistantMessage,
     ChatCompletionRequest,
@@ -61,6 +61,14 @@ class _Prepared:
         from companion.decoding.config import DefenseConfig
 
         self.body = body
+        if len(body.messages) > settings.max_messages:
+            raise APIError(
+                400,
+                ErrorCode.PROMPT_TOO_LONG,
+                f"the request has {len(body.messages)} messages; this companion's limit is "
+                f"{settings.max_messages} (max_messages)",
+                "messages",
+            )
         self.max_tokens = (
             body.max_completion_tokens or body.max_tokens or settings.default_max_tokens
         )
@@ -91,6 +99,41 @@ class _Prepared:
         self.messages = [{"role": _role(m.role), "content": m.text()} for m in body.messages]
         self.id = "chatcmpl-" + secrets.token_hex(12)
         self.created = int(time.time())
+        self.prefill_chunk = settings.prefill_chunk_tokens
+        self.context_texts: list[str] = []  # the retrieved context after the token budget
+        self.context: dict[str, Any] | None = None  # what the budget kept and cut
+
+    def check_length(self, settings: Settings, engine: Any) -> None:
+        """400 when the conversation alone (no context) is over ``max_prompt_tokens``."""
+        from companion.rag.prompt import build_messages, encode_chat
+
+        tokenizer = _tokenizer(engine)
+        if tokenizer is None:
+            return
+        count = len(encode_chat(tokenizer, build_messages(self.messages, "")))
+        if count > settings.max_prompt_tokens:
+            raise APIError(
+                400,
+                ErrorCode.PROMPT_TOO_LONG,
+                f"the conversation has {count:,} tokens; this companion's limit is "
+                f"{settings.max_prompt_tokens:,} (max_prompt_tokens): send fewer or shorter "
+                "messages",
+                "messages",
+            )
+
+    def fit_context(self, settings: Settings, engine: Any) -> None:
+        """Keep the retrieved chunks, best first, within ``context_token_budget`` tokens."""
+        from companion.rag.prompt import fit_context
+
+        tokenizer = _tokenizer(engine)
+        if not self.hits or tokenizer is None:
+            return
+        fitted = fit_context(tokenizer, [h.text for h in self.hits], settings.context_token_budget)
+        self.context_texts = fitted.texts
+        self.context = fitted.report()
+        for citation, kept in zip(self.citations, fitted.kept, strict=False):
+            citation.included = kept.included
+            citation.included_chars = kept.chars
 
     def admit(self, settings: Settings, rag: RagService, is_guest: bool) -> None:
         """Retrieve the context and charge its documents' lifetime budgets, before generation."""
@@ -109,9 +152,16 @@ class _Prepared:
             answer_id=self.id,
         )
         self.hits = admission.hits
+        self.context_texts = [h.text for h in self.hits]
         self.budget = admission.to_dict(is_guest=is_guest)
         if not is_guest:  # a guest's answer never carries chunk text
             self.citations = citations_for(self.hits)
+
+
+def _tokenizer(engine: Any) -> Any:
+    """The chat model's tokenizer (None for an engine without a model: the tests' fakes)."""
+    load = getattr(engine, "load", None)
+    return load().tokenizer if load is not None else None
 
 
 def _role(role: str) -> str:
@@ -125,7 +175,7 @@ def _make_work(engine: Any, prep: _Prepared, result: Any) -> Any:
         from companion.rag.prompt import build_prompt
 
         lm = engine.load()
-        pieces = build_prompt(lm.tokenizer, prep.messages, [h.text for h in prep.hits])
+        pieces = build_prompt(lm.tokenizer, prep.messages, prep.context_texts)
         generator = secure_generator(lm.device, prep.body.seed)
         yield from generate_tokens(
             lm.model,
@@ -140,6 +190,7 @@ def _make_work(engine: Any, prep: _Prepared, result: Any) -> Any:
             stop=prep.body.stop_list(),
             cancel=cancel,
             result=result,
+            prefill_chunk=prep.prefill_chunk,
         )
 
     return work
@@ -165,12 +216,14 @@ async def chat_completions(
         body = guest_request(body, key, settings)
     prep = await run_in_threadpool(_Prepared, settings, rag, body)
     _as_guest(prep, key)
+    await run_in_threadpool(prep.check_length, settings, engine)  # 400 before any charge
     result = GenerationResult()
     work = _make_work(engine, prep, result)
     if not body.stream:
         async with engine.slot():
             _charge_guest(prep, keys)
             await run_in_threadpool(prep.admit, settings, rag, key is not None)
+            await run_in_threadpool(prep.fit_context, settings, engine)
             async for _ in engine.run_stream(work):
                 pass
         return _completion(prep, engine.model_id, result)
@@ -179,6 +232,7 @@ async def chat_completions(
     engine.check_queue()
     _charge_guest(prep, keys)
     await run_in_threadpool(prep.admit, settings, rag, key is not None)
+    await run_in_threadpool(prep.fit_context, settings, engine)
     return StreamingResponse(
         _sse(prep, engine, work, result),
         media_type="text/event-stream",
@@ -186,8 +240,16 @@ async def chat_completions(
     )
 
 
+def _receipt(prep: _Prepared, result: Any) -> dict[str, Any]:
+    """The answer's receipt, with what the context budget cut (``context``) when it retrieved."""
+    receipt: dict[str, Any] = result.receipt.to_dict() if result.receipt else {}
+    if prep.context is not None:
+        receipt["context"] = prep.context
+    return receipt
+
+
 def _completion(prep: _Prepared, model_id: str, result: Any) -> JSONResponse:
-    receipt = result.receipt.to_dict() if result.receipt else {}
+    receipt = _receipt(prep, result)
     response = ChatCompletionResponse(
         id=prep.id,
         created=prep.created,
@@ -261,8 +323,13 @@ async def _sse(prep: _Prepared, engine: Any, work: Any, result: Any) -> AsyncIte
         yield "data: " + json.dumps(envelope(400, ErrorCode.INVALID_REQUEST, str(exc))) + "\n\n"
         yield "data: [DONE]\n\n"
         return
+    except Exception as exc:  # never a dropped connection: an error event, then [DONE]
+        message = internal_error_message(exc, "POST /v1/chat/completions (stream)")
+        yield "data: " + json.dumps(envelope(500, ErrorCode.INTERNAL, message)) + "\n\n"
+        yield "data: [DONE]\n\n"
+        return
     final = json.loads(_chunk(prep, model_id, {}, _finish(result.finish_reason))[6:])
-    final["veil"] = _veil(prep, result.receipt.to_dict() if result.receipt else {})
+    final["veil"] = _veil(prep, _receipt(prep, result))
     completion = len(result.token_ids)
     final["usage"] = {
         "prompt_tokens": result.prompt_tokens,

@@ -18,6 +18,7 @@ from companion.protocol import (
     UploadResponse,
     UploadResult,
 )
+from companion.rag.ingest import DocumentTooLargeError
 from companion.rag.store import validate_collection_name
 
 router = APIRouter(tags=["documents"])
@@ -50,7 +51,10 @@ async def upload_documents(
         data = await upload.read()
         if not data:
             raise APIError(400, ErrorCode.INVALID_REQUEST, f"{name}: the file is empty", "files")
-        info, created = await run_in_threadpool(rag.ingest, name, data, collection)
+        try:
+            info, created = await run_in_threadpool(rag.ingest, name, data, collection)
+        except DocumentTooLargeError as exc:
+            raise APIError(400, ErrorCode.DOCUMENT_TOO_LARGE, str(exc), "files") from None
         results.append(UploadResult(document=_doc(info), created=created))
     return UploadResponse(documents=results)
 

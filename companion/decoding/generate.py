@@ -51,19 +51,66 @@ def build_mechanism(config: DefenseConfig, ctx: BuildContext) -> Mechanism | Non
     return config.defense.build(config.params, ctx)
 
 
+PREFILL_CHUNK = 256  # prompt tokens per prefill forward pass (cancel is checked between)
+
+
+class Cancelled(Exception):
+    """The generation was cancelled during the prefill (the engine's timeout or the client)."""
+
+
+def prefill(
+    model: Any,
+    prompt: Sequence[int],
+    device: Any,
+    *,
+    chunk: int = PREFILL_CHUNK,
+    cancel: threading.Event | None = None,
+) -> tuple[Any, torch.Tensor]:
+    """The prompt through the model in chunks of ``chunk`` tokens: (KV cache, last logits).
+
+    ``cancel`` is checked before every chunk, so a long prompt stops within one
+    chunk's time (raises :class:`Cancelled`).  The chunks depend only on this
+    prompt, so a pass of public data stays a function of public data only.
+    """
+    if chunk < 1:
+        raise InvalidParameterError(f"the prefill chunk must be >= 1 token; got {chunk!r}")
+    tokens = list(prompt)
+    if not tokens:
+        raise InvalidParameterError("the prompt is empty")
+    cache = None
+    fwd: Any = None
+    for start in range(0, len(tokens), chunk):
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("cancelled during the prefill")
+        kwargs: dict[str, Any] = {
+            "input_ids": torch.tensor(
+                [tokens[start : start + chunk]], dtype=torch.long, device=device
+            ),
+            "use_cache": True,
+            "logits_to_keep": 1,
+        }
+        if cache is not None:
+            kwargs["cache"] = cache
+        fwd = model(**kwargs)
+        cache = fwd.cache
+    return cache, fwd.logits[:, -1, :].float()
+
+
 class _Pass:
     """One prompt decoded with its own KV cache, batch of one, never padded."""
 
-    def __init__(self, model: Any, prompt: list[int], device: Any) -> None:
+    def __init__(
+        self,
+        model: Any,
+        prompt: list[int],
+        device: Any,
+        *,
+        chunk: int = PREFILL_CHUNK,
+        cancel: threading.Event | None = None,
+    ) -> None:
         self.model = model
         self.device = device
-        fwd = model(
-            input_ids=torch.tensor([prompt], dtype=torch.long, device=device),
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        self.cache = fwd.cache
-        self.logits = fwd.logits[:, -1, :].float()
+        self.cache, self.logits = prefill(model, prompt, device, chunk=chunk, cancel=cancel)
 
     def step(self, token: int) -> None:
         fwd = self.model(
@@ -85,9 +132,18 @@ class _TwoPasses:
     with shapes that depend only on its own prompt.
     """
 
-    def __init__(self, model: Any, private: list[int], public: list[int], device: Any) -> None:
-        self.public = _Pass(model, public, device)
-        self.private = _Pass(model, private, device)
+    def __init__(
+        self,
+        model: Any,
+        private: list[int],
+        public: list[int],
+        device: Any,
+        *,
+        chunk: int = PREFILL_CHUNK,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        self.public = _Pass(model, public, device, chunk=chunk, cancel=cancel)
+        self.private = _Pass(model, private, device, chunk=chunk, cancel=cancel)
 
     @property
     def private_logits(self) -> torch.Tensor:
@@ -129,11 +185,14 @@ def generate_tokens(
     result: GenerationResult | None = None,
     ignore_eos: bool = False,
     build: Callable[[DefenseConfig, BuildContext], Mechanism | None] | None = None,
+    prefill_chunk: int = PREFILL_CHUNK,
 ) -> Iterator[str]:
     """Generate an answer, yielding printable text deltas; ``result`` gets the rest.
 
     ``build`` replaces :func:`build_mechanism` (the benchmark wraps it to time the
-    defense's own step).
+    defense's own step).  ``cancel`` is checked between prefill chunks of
+    ``prefill_chunk`` tokens and before every decoding step; a cancelled answer
+    ends with ``finish_reason`` "cancelled".
     """
     if max_new_tokens < 1:
         raise InvalidParameterError(f"max_tokens must be >= 1; got {max_new_tokens!r}")
@@ -157,14 +216,28 @@ def generate_tokens(
     )
     pair: _TwoPasses | None = None
     with torch.inference_mode():
-        if defense_entry.two_pass:
-            if public_prompt_ids is None:
-                raise InvalidParameterError(f"the {defense.name} defense needs the public prompt")
-            pair = _TwoPasses(model, list(prompt_ids), list(public_prompt_ids), device)
-            past, logits = None, pair.private_logits
-        else:
-            fwd = model(input_ids=ids, use_cache=True, logits_to_keep=1)
-            past, logits = fwd.cache, fwd.logits[:, -1, :].float()
+        try:
+            if defense_entry.two_pass:
+                if public_prompt_ids is None:
+                    raise InvalidParameterError(
+                        f"the {defense.name} defense needs the public prompt"
+                    )
+                pair = _TwoPasses(
+                    model,
+                    list(prompt_ids),
+                    list(public_prompt_ids),
+                    device,
+                    chunk=prefill_chunk,
+                    cancel=cancel,
+                )
+                past, logits = None, pair.private_logits
+            else:
+                past, logits = prefill(
+                    model, list(prompt_ids), device, chunk=prefill_chunk, cancel=cancel
+                )
+        except Cancelled:
+            out.finish_reason = "cancelled"
+            return
         stops = set() if ignore_eos else eos_ids(model, tokenizer)
         emitted = 0
         generated: list[int] = []

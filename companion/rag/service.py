@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from companion.rag.chunking import chunk_text
-from companion.rag.ingest import extract_text
+from companion.rag.chunking import TooManyChunksError, chunk_text
+from companion.rag.ingest import DEFAULT_MAX_CHARS, extract_text, too_large
 from companion.rag.store import DocumentInfo, DocumentStore, Hit, validate_collection_name
 
 
@@ -21,6 +21,9 @@ class RagService:
     embedder: Any
     chunk_size: int = 120
     chunk_overlap: int = 30
+    max_chars: int = DEFAULT_MAX_CHARS  # extracted characters per file
+    max_chunks: int = 2500  # chunks per document
+    chunk_max_tokens: int = 1024  # UTF-8 bytes per chunk, so tokens of a byte-level tokenizer
 
     def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         vectors = self.embedder.encode(
@@ -37,8 +40,17 @@ class RagService:
     ) -> tuple[DocumentInfo, bool]:
         """Extract, chunk, embed and store one file; (document, newly created)."""
         validate_collection_name(collection)
-        extracted = extract_text(name, data)
-        chunks = chunk_text(extracted.text, size=self.chunk_size, overlap=self.chunk_overlap)
+        extracted = extract_text(name, data, max_chars=self.max_chars)
+        try:
+            chunks = chunk_text(
+                extracted.text,
+                size=self.chunk_size,
+                overlap=self.chunk_overlap,
+                max_bytes=self.chunk_max_tokens,
+                max_chunks=self.max_chunks,
+            )
+        except TooManyChunksError as exc:
+            raise too_large(name, exc.limit, "chunks") from None
         texts = [c.text for c in chunks]
         parts = []
         for i in range(0, len(texts), 32):

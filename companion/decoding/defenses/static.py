@@ -22,6 +22,7 @@ from companion.decoding.base import (
 )
 from companion.decoding.noise import NoiseSource
 from py_core.accounting import DEFAULT_DELTA, GaussianEvent
+from py_core.errors import InvalidParameterError
 from py_core.validate import check_delta, check_positive
 
 
@@ -36,6 +37,8 @@ class StaticNoiseConfig:
     def __post_init__(self) -> None:
         check_positive(self.clip, "clip")
         check_positive(self.sigma, "sigma")
+        if self.sigma**2 == 0.0:  # its square underflows: no accountant can compute the RDP
+            raise InvalidParameterError(f"sigma must be at least 1e-150; got {self.sigma!r}")
         check_delta(self.delta)
 
 
