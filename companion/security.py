@@ -3,8 +3,10 @@
 * A random token is created on first run in ``<veil home>/token`` with mode
   0600 and printed by ``veil serve``; every ``/v1`` request must carry it as
   ``Authorization: Bearer <token>`` (what OpenAI clients send as their API key).
-* The Host header must name a loopback host (127.0.0.1, localhost, [::1]) on
-  every request, so a DNS-rebinding page cannot reach the companion.
+* The Host header must name a loopback host (127.0.0.1, localhost, [::1]) and the
+  port the companion listens on, on every request, so a DNS-rebinding page cannot
+  reach the companion; IPv6 literals are parsed strictly (``[::1]evil.example`` is
+  refused).
 * A request that carries an Origin is accepted only from the companion's own
   page and from Chrome extensions (configured ids, or any when none is set);
   any other site gets 403 -- before the token is even looked at.
@@ -26,6 +28,7 @@ router -- including ones added later -- gets these checks for free.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import secrets
@@ -71,6 +74,45 @@ def ensure_token(path: Path) -> str:
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(token + "\n")
     return token
+
+
+def parse_host(host_header: str) -> tuple[str, int | None] | None:
+    """(host, port or None) of a Host header, or None when it is malformed.
+
+    An IPv6 literal must be a valid address in brackets, followed by nothing or
+    ``:port``; a port is 1-5 ASCII digits.
+    """
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        if end < 0:
+            return None
+        try:
+            address = ipaddress.IPv6Address(host[1:end])
+        except ValueError:
+            return None
+        name, rest = f"[{address.compressed}]", host[end + 1 :]
+        if not rest:
+            return name, None
+        if not rest.startswith(":"):
+            return None
+        port = rest[1:]
+    else:
+        name, colon, port = host.partition(":")
+        if not colon:
+            return (name, None) if name else None
+    if not (port.isascii() and port.isdigit() and 1 <= len(port) <= 5):
+        return None
+    return name, int(port)
+
+
+def host_allowed(host_header: str, port: int) -> bool:
+    """A loopback name and the companion's own port (no port: only when it listens on 80)."""
+    parsed = parse_host(host_header)
+    if parsed is None:
+        return False
+    name, given = parsed
+    return name in LOOPBACK_HOSTS and (given if given is not None else 80) == port
 
 
 def host_name(host_header: str) -> str:
@@ -143,13 +185,13 @@ class SecurityMiddleware:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         path: str = scope.get("path", "")
         host = headers.get("host", "")
-        if host_name(host) not in LOOPBACK_HOSTS:
+        if not host_allowed(host, self.port):
             await _reject(
                 send,
                 403,
                 ErrorCode.FORBIDDEN_HOST,
-                f"Host {host!r} is not a loopback name; the companion answers only "
-                "requests addressed to 127.0.0.1 or localhost",
+                f"Host {host!r} is not a loopback name with this companion's port; it answers "
+                f"only requests addressed to 127.0.0.1:{self.port} or localhost:{self.port}",
             )
             return
         origin = headers.get("origin")

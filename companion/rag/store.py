@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -26,12 +27,12 @@ from py_core.errors import InvalidParameterError
 SCHEMA = """
 PRAGMA foreign_keys = ON;
 CREATE TABLE IF NOT EXISTS collections (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     name TEXT NOT NULL UNIQUE,
     created REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS documents (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
     name TEXT NOT NULL,
     sha256 TEXT NOT NULL,
@@ -42,7 +43,7 @@ CREATE TABLE IF NOT EXISTS documents (
     UNIQUE (collection_id, sha256)
 );
 CREATE TABLE IF NOT EXISTS chunks (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
     idx INTEGER NOT NULL,
     text TEXT NOT NULL,
@@ -88,6 +89,19 @@ BEGIN SELECT RAISE(ABORT, 'the budget log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS budget_log_no_delete BEFORE DELETE ON budget_log
 BEGIN SELECT RAISE(ABORT, 'the budget log is append-only'); END;
 """
+
+
+# How far ids jump at the AUTOINCREMENT migration (more than were ever deleted, in practice).
+_MIGRATION_MARGIN = {"collections": 1000, "documents": 1000, "chunks": 1_000_000}
+
+
+def _private(path: Path) -> None:
+    """The store and its WAL files are the person's alone (0600), whatever the umask."""
+    for suffix in ("", "-wal", "-shm"):
+        file = path.with_name(path.name + suffix)
+        if file.exists():
+            os.chmod(file, 0o600)
+
 
 _NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
@@ -151,6 +165,7 @@ class DocumentStore:
             # Budget charges must survive a power cut, not only a killed process.
             self._conn.execute("PRAGMA synchronous = FULL")
             self._conn.executescript(SCHEMA)
+            self._migrate_autoincrement()
             row = self._conn.execute(
                 "SELECT value FROM meta WHERE key = 'embedding_model'"
             ).fetchone()
@@ -164,6 +179,64 @@ class DocumentStore:
                     f"the store {self.path} holds vectors of {row['value']!r}, not "
                     f"{self.embedding_model!r}; use another store path or re-ingest"
                 )
+        _private(self.path)
+
+    def _migrate_autoincrement(self) -> None:
+        """Give a store made before AUTOINCREMENT ids its AUTOINCREMENT tables, ids kept.
+
+        Without AUTOINCREMENT SQLite reuses the largest id after a delete, so a stale
+        page could delete the wrong document.  Each table is rebuilt the way SQLite's
+        documentation prescribes (foreign keys off, copy, drop, rename, check).
+        """
+        tables = [
+            name
+            for name in ("collections", "documents", "chunks")
+            if "AUTOINCREMENT"
+            not in self._conn.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+            )
+            .fetchone()["sql"]
+            .upper()
+        ]
+        if not tables:
+            return
+        self._conn.execute("PRAGMA foreign_keys = OFF")
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            for name in tables:
+                create = SCHEMA.split(f"CREATE TABLE IF NOT EXISTS {name} (", 1)[1]
+                create = create.split("\n);", 1)[0]
+                columns = [
+                    r["name"] for r in self._conn.execute(f"PRAGMA table_info({name})").fetchall()
+                ]
+                listed = ", ".join(f'"{c}"' for c in columns)
+                self._conn.execute(f"CREATE TABLE {name}__autoinc ({create}\n)")
+                self._conn.execute(
+                    f"INSERT INTO {name}__autoinc ({listed}) SELECT {listed} FROM {name}"
+                )
+                self._conn.execute(f"DROP TABLE {name}")
+                self._conn.execute(f"ALTER TABLE {name}__autoinc RENAME TO {name}")
+                # Ids deleted before the migration above the largest kept one are unknown:
+                # continue after a margin, so none of them is handed out again.
+                top = self._conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {name}").fetchone()
+                seq = int(top[0]) + _MIGRATION_MARGIN[name]
+                self._conn.execute("DELETE FROM sqlite_sequence WHERE name = ?", (name,))
+                self._conn.execute(
+                    "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (name, seq)
+                )
+            problems = self._conn.execute("PRAGMA foreign_key_check").fetchall()
+            if problems:
+                raise InvalidParameterError(
+                    f"the store {self.path} has {len(problems)} broken references; "
+                    "it was left unchanged"
+                )
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        finally:
+            self._conn.execute("PRAGMA foreign_keys = ON")
+        self._conn.executescript(SCHEMA)  # the indexes dropped with the old tables
 
     def close(self) -> None:
         with self._lock:
