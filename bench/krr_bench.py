@@ -1,9 +1,11 @@
 """Benchmark: k-RR perturbation speed, Veil's bulk implementation vs a naive loop.
 
 Prints medians (ms) for 2,000 and 20,000 characters and the speed-up over a
-naive per-character ``SystemRandom`` loop measured in the same process.  The
-same ``measure()`` runs inside Pyodide under Node (bench/krr_bench_pyodide.mjs),
-so both interpreters are compared on equal terms.
+naive per-character ``SystemRandom`` loop measured in the same process, then the
+per-script alphabets (``py_core.alphabets``: Korean, French, Russian, Greek text
+of 20,000 characters, and the everything-into-ASCII mode on the Korean text).
+The same ``measure()`` runs inside Pyodide under Node
+(bench/krr_bench_pyodide.mjs), so both interpreters are compared on equal terms.
 
     python bench/krr_bench.py            # CPython
     node bench/krr_bench_pyodide.mjs     # Pyodide 314 under Node
@@ -25,12 +27,27 @@ if __package__ in (None, ""):
 
 from py_core import krr
 from py_core.accounting import krr_composed_epsilon
+from py_core.language import HEADERS
 from py_core.sanitize import sanitize_prompt
 
 SAMPLE = (
     "Patient Jane Roe (DOB 1970-03-14) reports chest pain since Tuesday; BP 142/91, "
     "HR 88. Call her at 555-0142 or jane.roe@example.com. Plan: ECG, troponin, follow up. "
 )
+SCRIPT_SAMPLES = {
+    "Korean": (
+        "환자 김민준 씨는 화요일부터 가슴 통증이 있다고 말했습니다. 혈압은 142/91이고 "
+        "연락처는 010-2345-6789입니다. 다음 주에 다시 병원에 와서 검사를 받기로 했습니다. "
+    ),
+    "French": (
+        "Le patient Jérôme Lefèvre se plaint de douleurs thoraciques depuis mardi ; tension "
+        "142/91. On peut le joindre au 06 12 34 56 78. Prévoir un ECG à l'hôpital. "
+    ),
+    # Real Russian and Greek text without RUF001's look-alike letters in this file:
+    # py_core's restoration headers in those languages.
+    "Russian": HEADERS["ru"],
+    "Greek": HEADERS["el"],
+}
 
 
 def naive_perturb(text: str, epsilon: float, rng: random.SystemRandom) -> str:
@@ -81,11 +98,40 @@ def measure(repeats: int = 31, epsilon: float = 4.0) -> dict[str, object]:
                 "composed_ms": composed,
             }
         )
+    scripts = []
+    n = 20_000
+    for name, sample in SCRIPT_SAMPLES.items():
+        text = (sample * (n // len(sample) + 1))[:n]
+        scripts.append(
+            {
+                "script": name,
+                "chars": n,
+                "veil_ms": _median_ms(
+                    lambda t=text: krr.perturb(t, epsilon, alphabets="scripts"), repeats
+                ),
+                "sanitize_ms": _median_ms(
+                    lambda t=text: sanitize_prompt(t, epsilon, compose=False), repeats
+                ),
+            }
+        )
+    korean = (SCRIPT_SAMPLES["Korean"] * (n // len(SCRIPT_SAMPLES["Korean"]) + 1))[:n]
+    scripts.append(
+        {
+            "script": "Korean, into ASCII",
+            "chars": n,
+            "veil_ms": _median_ms(lambda: krr.perturb(korean, epsilon), repeats),
+            "sanitize_ms": _median_ms(
+                lambda: sanitize_prompt(korean, epsilon, compose=False, alphabets_mode="ascii"),
+                repeats,
+            ),
+        }
+    )
     return {
         "interpreter": f"{platform.python_implementation()} {platform.python_version()} ({sys.platform})",
         "epsilon": epsilon,
         "repeats": repeats,
         "rows": rows,
+        "scripts": scripts,
     }
 
 
@@ -101,6 +147,9 @@ def render(result: dict[str, object]) -> str:
             f"{row['chars']:>8} {row['veil_ms']:>10.3f} {row['naive_ms']:>10.3f} {row['speedup']:>8.1f}x"
             f" {row['sanitize_ms']:>12.3f} {row['composed_ms']:>14.3f}"
         )
+    lines.append(f"{'per script (20,000 chars)':<26} {'veil ms':>10} {'sanitize ms':>12}")
+    for row in result.get("scripts", []):  # type: ignore[attr-defined]
+        lines.append(f"{row['script']:<26} {row['veil_ms']:>10.3f} {row['sanitize_ms']:>12.3f}")
     return "\n".join(lines)
 
 

@@ -10,7 +10,8 @@ const py = await loadPyodide();
 py.FS.mkdirTree("/veil/py_core");
 py.FS.mkdirTree("/veil/bench");
 for (const name of readdirSync(join(root, "py_core"))) {
-  if (name.endsWith(".py")) py.FS.writeFile(`/veil/py_core/${name}`, readFileSync(join(root, "py_core", name)));
+  // The sources and the data files py_core reads (headers, word tables, calibrations).
+  if (/\.(py|json|gz|txt)$/.test(name)) py.FS.writeFile(`/veil/py_core/${name}`, readFileSync(join(root, "py_core", name)));
 }
 py.FS.writeFile("/veil/bench/krr_bench.py", readFileSync(join(root, "bench", "krr_bench.py")));
 console.log(

@@ -18,6 +18,7 @@ EVALUATIONS: dict[str, str] = {
     "inversion": "evals.inversion",
     "rootguard": "evals.rootguard",
     "krr": "evals.krr",
+    "scripts": "evals.scripts",
     "pad": "evals.pad",
 }
 

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from py_core import krr, protect
+from py_core import alphabets, krr, protect
 from py_core.accounting import KRREvent, KrrPldAccountant
 from py_core.errors import SetupRequiredError, VeilError
 from py_core.rootguard import api as rootguard
@@ -66,11 +66,15 @@ def op_sanitize(args: dict[str, Any], *, preview: bool = False) -> dict[str, Any
     header = args.get("header")
     if header is not None and not isinstance(header, str):
         raise BridgeError("bad-request", "header must be text or null")
+    alphabet_mode = args.get("alphabets") or protect.DEFAULT_ALPHABETS
+    header_language = args.get("headerLanguage") or protect.DEFAULT_HEADER_LANGUAGE
     settings = protect.SiteSettings(
         mode=mode,
         epsilon=args.get("epsilon", 0),
         header=header,
         rootguard=_rootguard(args.get("rootguard")),
+        alphabets=alphabet_mode,
+        header_language=header_language,
     )
     try:
         # The send path skips the tight composed bound (~95% of the time of a
@@ -98,9 +102,26 @@ def op_sanitize(args: dict[str, Any], *, preview: bool = False) -> dict[str, Any
 
 
 def op_explain(args: dict[str, Any]) -> dict[str, Any]:
+    """What ε means in plain figures: ASCII (both modes) and each script (per-script mode)."""
     eps = krr.validate_epsilon(args.get("epsilon"))
     impl = krr.implementation(eps)
     p = impl.keep_probability
+    costs = alphabets.cost_table(eps, False)
+    scripts = {
+        name: {
+            "slots": list(cost.slots),
+            "epsilonPerChar": cost.epsilon,
+            "keepProbability": cost.keep_probability,
+        }
+        for name, cost in costs.items()
+        if name not in ("space", "other", "latin")
+    }
+    accented = alphabets.cost_table(eps, True)["latin"]
+    scripts["latin"] = {
+        "slots": list(accented.slots),
+        "epsilonPerChar": accented.epsilon,
+        "keepProbability": accented.keep_probability,
+    }
     return {
         "epsilonRequested": eps,
         "epsilonPerChar": impl.epsilon,
@@ -108,17 +129,36 @@ def op_explain(args: dict[str, Any]) -> dict[str, Any]:
         "changedShare": 1.0 - p,
         "nameIntact6": p**6,
         "k": krr.K,
+        "scripts": scripts,
+        # A three-syllable Korean name (김민준) arrives intact with this probability.
+        "koreanNameIntact3": costs["hangul"].keep_probability ** 3,
     }
 
 
 def op_composed_epsilon(args: dict[str, Any]) -> dict[str, Any]:
     """The tight composed ε of ``n`` k-RR characters (for a receipt finished after the send)."""
+    delta = float(args.get("delta", DEFAULT_DELTA))
+    slots = args.get("slots")
+    accountant = KrrPldAccountant()
+    if slots:
+        # A per-script receipt: one k-RR event per slot alphabet (its own ε and k).
+        if not isinstance(slots, list) or not all(isinstance(s, dict) for s in slots):
+            raise BridgeError("bad-request", "slots must be the receipt's list of slot counts")
+        for slot in slots:
+            used, k = slot.get("used"), slot.get("k")
+            if isinstance(used, bool) or not isinstance(used, int) or used < 0:
+                raise BridgeError(
+                    "bad-request", f"a slot's used must be an integer >= 0; got {used!r}"
+                )
+            if isinstance(k, bool) or not isinstance(k, int):
+                raise BridgeError("bad-request", f"a slot's k must be an integer; got {k!r}")
+            accountant.compose(KRREvent(krr.validate_epsilon(slot.get("epsilon")), used, k))
+        return {"epsilon_total_composed": accountant.get_epsilon(delta), "delta": delta}
     n = args.get("n")
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise BridgeError("bad-request", f"n must be an integer >= 0; got {n!r}")
     eps = krr.validate_epsilon(args.get("epsilon"))
-    delta = float(args.get("delta", DEFAULT_DELTA))
-    composed = KrrPldAccountant().compose(KRREvent(eps, n)).get_epsilon(delta)
+    composed = accountant.compose(KRREvent(eps, n)).get_epsilon(delta)
     return {"epsilon_total_composed": composed, "delta": delta}
 
 

@@ -4,11 +4,13 @@ import { ext } from "./chrome-api.js";
 import { Msg, Target, message } from "./messages.js";
 import { forecastCounts, forecastSegments } from "./forecast.js";
 import { coreStatusText, debounce, el, percent, send } from "./page-api.js";
-import { EPSILON_MAX, EPSILON_MIN, EPSILON_STEP } from "./settings.js";
+import { EPSILON_MAX, EPSILON_MIN, EPSILON_STEP, HEADER_LANGUAGES } from "./settings.js";
 import { originMatchPattern, protectableUrl } from "./sites.js";
 
 const $ = (id) => document.getElementById(id);
 Object.assign($("epsilon"), { min: EPSILON_MIN, max: EPSILON_MAX, step: EPSILON_STEP });
+const LANGUAGE_NAMES = { auto: "follow my prompt", en: "English", ko: "한국어", fr: "Français", de: "Deutsch", es: "Español", ru: "Русский", el: "Ελληνικά" };
+$("header-language").replaceChildren(...HEADER_LANGUAGES.map((code) => el("option", { value: code }, LANGUAGE_NAMES[code] || code)));
 const SAMPLE = "Patient Maria Keller, 54, reports chest pain since Tuesday; call her at 0176 5551234.";
 
 const params = new URLSearchParams(location.search);
@@ -88,12 +90,18 @@ async function renderCheck(site) {
 }
 
 async function explain(epsilon) {
+  const ascii = window.__veilSite?.alphabets === "ascii";
   try {
     const e = await send(Msg.EXPLAIN, { epsilon });
-    $("explain").textContent =
+    const base =
       `About ${percent(e.changedShare)} of characters are replaced by random ones. ` +
       `A 6-letter name arrives intact with probability ${percent(e.nameIntact6, 1)} (p⁶, p = ${e.keepProbability.toFixed(3)}). ` +
       `Spaces are kept, so word lengths stay visible. ε actually applied: ${e.epsilonPerChar.toFixed(3)} per character.`;
+    $("explain").textContent = ascii
+      ? `${base} Everything is sent as plain ASCII: which script you write in is hidden, and every other character (é, 한, ж) becomes a random ASCII one, so such text reaches the model as noise.`
+      : `${base} Each character is replaced only by characters of its own script (é by è or e, 한 by another Hangul syllable), so which script each character is in stays visible, like the spaces. ` +
+        `A Korean syllable is three letters, each perturbed (ε ${e.scripts.hangul.epsilonPerChar.toFixed(1)} per syllable): a 3-syllable name arrives intact with probability ${percent(e.koreanNameIntact3, 1)}. ` +
+        `Characters of other scripts (Chinese, emoji) still become random ASCII ones. Tick "Everything into ASCII" to hide the script.`;
   } catch (err) {
     $("explain").textContent = `Could not compute what ε means: ${err.message}`;
   }
@@ -185,6 +193,8 @@ function render(state) {
   $("epsilon-value").textContent = Number(site.epsilon).toFixed(1);
   for (const radio of document.querySelectorAll("input[name=mode]")) radio.checked = radio.value === site.mode;
   $("fail-open").checked = site.failOpen;
+  $("into-ascii").checked = site.alphabets === "ascii";
+  $("header-language").value = site.headerLanguage || "auto";
   explain(site.epsilon);
   preview();
   renderCheck(site);
@@ -217,6 +227,15 @@ for (const radio of document.querySelectorAll("input[name=mode]")) {
   });
 }
 $("fail-open").addEventListener("change", (e) => patch({ failOpen: e.target.checked }));
+$("into-ascii").addEventListener("change", async (e) => {
+  await patch({ alphabets: e.target.checked ? "ascii" : "scripts" });
+  explain(Number($("epsilon").value));
+  refreshPreview();
+});
+$("header-language").addEventListener("change", async (e) => {
+  await patch({ headerLanguage: e.target.value });
+  refreshPreview();
+});
 function addState(text) {
   $("add-site-state").hidden = !text;
   $("add-site-state").textContent = text || "";

@@ -25,6 +25,12 @@ export const DEFAULT_EPSILON = CORE.epsilon.default;
 /** Header settings with a meaning of their own; any other text is sent as given. */
 export const HEADER_DEFAULT = CORE.header.default; // py_core's DEFAULT_HEADER
 export const HEADER_NONE = CORE.header.none; // no header
+/** Per-site alphabets: "scripts" (each script in its own alphabet) or "ascii" (everything into ASCII). */
+export const ALPHABETS = Object.freeze(Object.keys(CORE.alphabets.choices));
+export const DEFAULT_ALPHABETS = CORE.alphabets.default;
+/** The restoration header's language: "auto" (the prompt's) or a fixed one. */
+export const HEADER_LANGUAGES = Object.freeze([...CORE.header_language.choices]);
+export const DEFAULT_HEADER_LANGUAGE = CORE.header_language.default;
 
 export const DEFAULT_SITE = Object.freeze({
   enabled: true,
@@ -32,6 +38,8 @@ export const DEFAULT_SITE = Object.freeze({
   mode: DEFAULT_MODE,
   failOpen: false, // "send unprotected" when the core is unavailable
   header: null, // null: the global header
+  alphabets: DEFAULT_ALPHABETS, // "ascii": everything into ASCII (script hidden)
+  headerLanguage: DEFAULT_HEADER_LANGUAGE, // "auto": the prompt's language
 });
 
 export function defaultSettings() {
@@ -89,6 +97,14 @@ export function patchSite(current, patch) {
       case "header":
         if (value !== null && typeof value !== "string") throw new Error("header must be text or null (use the global header)");
         next.header = value;
+        break;
+      case "alphabets":
+        if (!ALPHABETS.includes(value)) throw new Error(`alphabets must be one of ${ALPHABETS.join(", ")}; got ${JSON.stringify(value)}`);
+        next.alphabets = value;
+        break;
+      case "headerLanguage":
+        if (!HEADER_LANGUAGES.includes(value)) throw new Error(`headerLanguage must be one of ${HEADER_LANGUAGES.join(", ")}; got ${JSON.stringify(value)}`);
+        next.headerLanguage = value;
         break;
       default:
         throw new Error(`unknown site setting ${JSON.stringify(key)}`);

@@ -76,7 +76,7 @@ test("protect: the core's text is sent, the history keeps the original, the rece
   assert.equal(reply.data.protected, true);
   assert.match(reply.data.notice, /ε = 5\.00 per character, 9 characters/);
   const sanitize = e.state.coreCalls.find((c) => c.op === Op.SANITIZE);
-  assert.deepEqual(sanitize.args, { text: "my secret", epsilon: 5, mode: "text", header: null, rootguard: null });
+  assert.deepEqual(sanitize.args, { text: "my secret", epsilon: 5, mode: "text", header: null, rootguard: null, alphabets: "scripts", headerLanguage: "auto" });
   const [index] = Object.values(await e.local.get(historyKey("chatgpt")));
   assert.equal(index.length, 1);
   const key = entryKey(index[0].id);

@@ -52,7 +52,7 @@ async function protect(ext, data, sender) {
   if (!site.enabled) return { action: "send", text: null, notice: null, protected: false };
   const base = { original: text, epsilon: site.epsilon, mode: site.mode, url };
   try {
-    const args = { text, epsilon: site.epsilon, mode: site.mode, header: effectiveHeader(settings, siteId), rootguard: null };
+    const args = { text, epsilon: site.epsilon, mode: site.mode, header: effectiveHeader(settings, siteId), rootguard: null, alphabets: site.alphabets, headerLanguage: site.headerLanguage };
     const result =
       site.mode === "text"
         ? await callCore(ext, Op.SANITIZE, args, settings.coreTimeoutMs, timings)
@@ -204,7 +204,7 @@ async function preview(ext, data) {
   const settings = await loadSettings(ext);
   const site = knownSite(settings, data.siteId);
   const rootguard = site.mode === "text" ? null : rootguardArgs(await loadRootguard(ext));
-  const args = { text: String(data.text ?? ""), epsilon: site.epsilon, mode: site.mode, header: effectiveHeader(settings, data.siteId), rootguard };
+  const args = { text: String(data.text ?? ""), epsilon: site.epsilon, mode: site.mode, header: effectiveHeader(settings, data.siteId), rootguard, alphabets: site.alphabets, headerLanguage: site.headerLanguage };
   const result = await callCore(ext, Op.PREVIEW, args, settings.coreTimeoutMs);
   // A preview never stores anything: RootGuard's state it returns is dropped.
   delete result.rootguardState;

@@ -29,7 +29,7 @@ export async function finishReceipt(ext, id, receipt, timeoutMs) {
   const { epsilon_total_composed } = await callCore(
     ext,
     Op.COMPOSED_EPSILON,
-    { n: receipt.chars_perturbed, epsilon: receipt.epsilon_per_char, delta: receipt.delta },
+    { n: receipt.chars_perturbed, epsilon: receipt.epsilon_per_char, delta: receipt.delta, slots: receipt.slots },
     timeoutMs,
   );
   await ext.withLock(STORAGE_LOCK, async () => {
