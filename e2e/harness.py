@@ -39,8 +39,11 @@ EDITOR_SELECTOR = {
     "textarea": "#chat-input",
     "contenteditable": "#userInput",
 }
-HOST_PATTERN = re.compile(r"^https://(" + "|".join(re.escape(h) for h in FIXTURE_FOR_HOST) + r")/")
-WS_PATTERN = re.compile(r"^wss://(" + "|".join(re.escape(h) for h in FIXTURE_FOR_HOST) + r")/")
+# Routed to the recorder: the fixtures' chat hosts, and huggingface.co (outside
+# /chat it is no built-in site, so a test can add it as a site of its own).
+ROUTED_HOSTS = [*FIXTURE_FOR_HOST, "huggingface.co"]
+HOST_PATTERN = re.compile(r"^https://(" + "|".join(re.escape(h) for h in ROUTED_HOSTS) + r")/")
+WS_PATTERN = re.compile(r"^wss://(" + "|".join(re.escape(h) for h in ROUTED_HOSTS) + r")/")
 
 
 def chromium_path() -> str:

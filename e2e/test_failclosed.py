@@ -355,3 +355,71 @@ def test_the_popup_says_what_veil_found(browser: Browser) -> None:
     assert "this site changed its page" in changed.inner_text().lower()
     badge = browser.evaluate("async (id) => chrome.action.getBadgeText({tabId: id})", tab_id)
     assert badge == "on?"
+
+
+# ---------------------------------------------------------------- sites the person adds
+
+ADDED = "https://huggingface.co"  # no built-in site outside /chat; its permission is granted
+
+
+def add_site(browser: Browser, origin: str) -> dict[str, object]:
+    return dict(
+        browser.evaluate(
+            """(origin) => chrome.runtime.sendMessage({type: 'add-site', target: 'background',
+                                                      data: {origin}})""",
+            origin,
+        )
+    )
+
+
+def test_an_added_site_gets_the_composer_rule_and_the_guard(browser: Browser) -> None:
+    """A site the person adds: both scripts are registered, and a redesigned page there is protected."""
+    reply = add_site(browser, ADDED)
+    assert reply["ok"], reply
+    scripts = browser.evaluate("() => chrome.scripting.getRegisteredContentScripts()")
+    by_id = {s["id"]: s for s in scripts}
+    assert by_id[f"custom:{ADDED}"]["js"] == ["content.js"]
+    guard = by_id[f"guard:custom:{ADDED}"]
+    assert (guard["js"], guard["world"], guard["runAt"]) == (["guard.js"], "MAIN", "document_start")
+    page = browser.open_redesign("huggingface.co", "plain-div")
+    type_draft(page, PROMPT)
+    page.click(".go")
+    wait_until(page, lambda: sends(browser.recorder), "nothing was sent")
+    assert_perturbed_shape(sent_prompt(sends(browser.recorder)[0]), PROMPT)
+    assert_original_never_arrived(browser.recorder)
+    assert [e["status"] for e in history(browser, f"custom:{ADDED}")] == ["protected"]
+    browser.evaluate(
+        """(id) => chrome.runtime.sendMessage({type: 'remove-site', target: 'background',
+                                              data: {siteId: id}})""",
+        f"custom:{ADDED}",
+    )
+
+
+def test_on_an_added_site_the_guard_alone_blocks_the_send(guard_only: Browser) -> None:
+    """DOM interception off on a site the person added: the network guard refuses the original."""
+    browser = guard_only
+    assert add_site(browser, ADDED)["ok"]
+    page = browser.open_redesign("huggingface.co", "formdata")
+    type_draft(page, PROMPT)
+    page.click(fixture(page, "send"))
+    _, text = wait_notice(page, {"blocked"})
+    assert "carried your prompt unprotected" in text
+    assert page.evaluate("() => window.__attempts") == 1
+    assert sends(browser.recorder) == []
+    assert_original_never_arrived(browser.recorder)
+
+
+def test_the_popup_offers_protection_only_on_web_pages(browser: Browser) -> None:
+    """On chrome:// and extension pages the popup says Veil cannot protect them, and offers nothing."""
+    for url in ("chrome://newtab/", browser.url("options.html")):
+        popup = browser.ctx.new_page()
+        popup.goto(browser.url(f"popup.html?url={quote(url, safe='')}"))
+        popup.wait_for_selector("body[data-ready=true]")
+        assert popup.locator("#unprotectable").is_visible(), url
+        assert not popup.locator("#add-site").is_visible(), url
+        popup.close()
+    popup = browser.ctx.new_page()
+    popup.goto(browser.url(f"popup.html?url={quote('https://chat.example.org/c/1', safe='')}"))
+    popup.wait_for_selector("body[data-ready=true]")
+    assert popup.locator("#add-site").is_visible()
+    assert not popup.locator("#unprotectable").is_visible()

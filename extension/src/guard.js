@@ -24,7 +24,7 @@
 // against a site that wants the text: the page sees every key typed anyway.
 
 import { editableRoot, readText } from "./editors.js";
-import { LeakIndex, bodyText } from "./leak-check.js";
+import { IndexCache, LeakIndex, bodyText, squeeze } from "./leak-check.js";
 import { SITES, siteForUrl } from "./sites.js";
 
 const TO_GUARD = "veil:to-guard";
@@ -60,13 +60,18 @@ function install() {
   // and the text Veil puts back keep the person's line breaks).
   const readEditor = readText;
 
+  const cache = new IndexCache(); // squeezed texts and run indexes, across index rebuilds
+
+  // (Only approved texts are cached: a draft changes with every key.)
   function isApproved(text) {
-    return approved.includes(text) || approved.some((a) => sameSqueezed(a, text));
+    if (!approved.length) return false;
+    if (approved.includes(text)) return true;
+    const s = squeeze(text);
+    return approved.some((a) => cache.squeeze(a) === s);
   }
 
   function sameSqueezed(a, b) {
-    const sq = (s) => s.replace(/\s+/g, "");
-    return a.length < 4 * b.length + 64 && sq(a) === sq(b);
+    return squeeze(a) === squeeze(b);
   }
 
   function leave(text, now) {
@@ -117,15 +122,29 @@ function install() {
     const key = JSON.stringify([list.map((d) => d.text), approved.length, approved[approved.length - 1] || ""]);
     if (key !== indexKey) {
       indexKey = key;
-      index = new LeakIndex(list, approved);
+      cache.keep([...list.map((d) => d.text), ...approved]);
+      index = new LeakIndex(list, approved, cache);
     }
     return index;
+  }
+
+  // Build the index for what is about to be sent while Veil is still protecting
+  // it (the worker's round trip), so the check on the send path finds it ready.
+  let warmTimer = 0;
+  function prewarm() {
+    clearTimeout(warmTimer);
+    warmTimer = setTimeout(() => {
+      if (!active()) return;
+      const idx = currentIndex();
+      if (!idx.empty) idx.find(approved[approved.length - 1] || "");
+    }, 0);
   }
 
   // Snapshot the editors before the site's own handlers run (this listener is
   // registered first, at document_start): a site that reads the box and clears
   // it on click is still checked when it sends later.
-  const snapshot = (event) => {
+  const snapshot = (event) => { const t0 = performance.now(); try { snapshot0(event); } finally { window.__sms = (window.__sms || 0) + performance.now() - t0; } };
+  const snapshot0 = (event) => {
     const root = track(event.composedPath?.()[0] ?? event.target);
     if (event.type === "input" || event.type === "paste") {
       if (root) observe(root);
@@ -134,6 +153,7 @@ function install() {
     if (event.type === "keydown" && event.key !== "Enter") return;
     const now = Date.now();
     for (const el of [...editors]) observe(el, now);
+    if (event.type !== "focusin") prewarm();
   };
   for (const type of ["input", "paste", "keydown", "pointerdown", "mousedown", "click", "submit", "focusin"]) {
     window.addEventListener(type, snapshot, true);
@@ -157,6 +177,10 @@ function install() {
 
   /** {ok: true} | {ok: false} now, or {pending: Promise<boolean>} once the body is read. */
   function check(api, url, body) {
+    const t0 = performance.now();
+    try { return check0(api, url, body); } finally { window.__gms = (window.__gms || []); window.__gms.push(performance.now() - t0); }
+  }
+  function check0(api, url, body) {
     if (!active()) return { ok: true };
     const idx = currentIndex();
     if (idx.empty) return { ok: true };
@@ -331,6 +355,7 @@ function install() {
       for (const [el, text] of last) {
         if (isApproved(text)) last.delete(el);
       }
+      prewarm();
     }
     if (msg.type === "hello" || msg.type === "state" || msg.type === "status") {
       emit({ type: "status", active: active(), checked: stats.checked, blocked: stats.blocked, lastBlocked: stats.lastBlocked });

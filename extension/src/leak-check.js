@@ -15,13 +15,15 @@
 // reveals, and nothing of the draft beyond it. A draft shorter than RUN
 // (but at least MIN_WHOLE) leaks only whole.
 //
-// Why RUN = 20: 20 non-space characters are about four English words, long
-// enough that an unrelated request essentially never repeats them by chance
-// (bench/extension_bench.py measures it on 300 news articles: the share of
-// article pairs that share any 20-character run), short enough that a part
-// of a prompt -- a title made of its first words, one sentence of it -- is
-// caught. Runs a site's ordinary traffic does share with prompts are shorter:
-// words, "the patient", JSON keys, "application/json" (16).
+// Why RUN = 20: 20 non-space characters are about four English words. Shorter
+// runs are shared by unrelated prose far too often: on 300 news articles of
+// overlapping topics (gensim's Lee corpus; bench/extension_bench.py), 80 % of
+// article pairs share an 8-character run, 22 % a 12-, 5 % a 16-, 2.2 % a 20-,
+// 1.1 % a 24- and 0.3 % a 32-character one -- at 20 what is shared is mostly
+// names ("PrimeMinisterJohnHoward"). A site's ordinary traffic is not prose
+// (ids, telemetry, JSON keys: "application/json" is 16), and a part of a
+// prompt as short as four words -- a title made of its first words, one
+// clause -- is still caught; a longer run would let such parts through.
 
 export const RUN = 20;
 export const MIN_WHOLE = 8;
@@ -72,7 +74,8 @@ export function decodings(text) {
   for (let i = 0; i < out.length && out.length < 10; i++) {
     const s = out[i];
     const next = [];
-    if (/%[0-9a-fA-F]{2}|\+/.test(s)) next.push(percentDecode(s));
+    // "+" is a space only in form encoding, which has no literal spaces.
+    if (/%[0-9a-fA-F]{2}/.test(s) || (s.includes("+") && !/ /.test(s))) next.push(percentDecode(s));
     if (/\\[u"\\/bfnrt]/.test(s)) next.push(jsonUnescape(s));
     if (/&(#x?[0-9a-fA-F]+|amp|lt|gt|quot|apos|nbsp);/i.test(s)) next.push(htmlUnescape(s));
     for (const n of next) {
@@ -88,6 +91,7 @@ export function decodings(text) {
 // ---------------------------------------------------------------- runs
 
 const BASE = 0x01000193;
+const KEY = 0x7ffffffe; // the hash's keys are never -1 (an empty slot)
 const powCache = new Map();
 
 function power(L) {
@@ -100,20 +104,52 @@ function power(L) {
   return p;
 }
 
-/** Calls fn(hash, start) for every window of length L of s (a rolling hash). */
-function eachWindow(s, L, fn) {
-  if (s.length < L) return undefined;
-  const top = power(L);
-  let h = 0;
-  for (let i = 0; i < L; i++) h = (Math.imul(h, BASE) + s.charCodeAt(i)) | 0;
-  let r = fn(h, 0);
-  if (r !== undefined) return r;
-  for (let i = L; i < s.length; i++) {
-    h = (Math.imul(h - Math.imul(s.charCodeAt(i - L), top), BASE) + s.charCodeAt(i)) | 0;
-    r = fn(h, i - L + 1);
-    if (r !== undefined) return r;
+// A rolling hash of every window of length L (written out in each loop below:
+// a callback per window costs several times the lookup itself).
+//   h(s[i, i+L)) = sum s[i+k] * BASE^(L-1-k)  (mod 2^32)
+
+/**
+ * hash -> first start, open addressing in typed arrays (a Map costs ~40 ns a
+ * lookup; this ~5: a 100 KB body is 100,000 lookups per decoding).
+ */
+class WindowTable {
+  constructor(expected) {
+    let size = 16;
+    while (size < expected * 2) size *= 2;
+    this.mask = size - 1;
+    this.keys = new Int32Array(size).fill(-1);
+    this.values = new Int32Array(size);
+    this.count = 0;
   }
-  return undefined;
+
+  _slot(k) {
+    let i = Math.imul(k, 0x9e3779b1) & this.mask;
+    while (this.keys[i] !== -1 && this.keys[i] !== k) i = (i + 1) & this.mask;
+    return i;
+  }
+
+  has(k) {
+    return this.keys[this._slot(k)] === k;
+  }
+
+  /** The first start stored for `k`, or undefined. */
+  get(k) {
+    const i = this._slot(k);
+    return this.keys[i] === k ? this.values[i] : undefined;
+  }
+
+  /** Store `v` for `k` unless `k` is there already. */
+  add(k, v) {
+    const i = this._slot(k);
+    if (this.keys[i] === k) return;
+    this.keys[i] = k;
+    this.values[i] = v;
+    this.count += 1;
+  }
+
+  *hashes() {
+    for (const k of this.keys) if (k !== -1) yield k;
+  }
 }
 
 /** A text indexed by its windows: hash -> first start. */
@@ -121,10 +157,17 @@ class Runs {
   constructor(squeezed, L) {
     this.s = squeezed;
     this.L = L;
-    this.at = new Map();
-    eachWindow(squeezed, L, (h, i) => {
-      if (!this.at.has(h)) this.at.set(h, i);
-    });
+    const at = new WindowTable(Math.max(1, squeezed.length - L + 1));
+    this.at = at;
+    if (squeezed.length < L) return;
+    const top = power(L);
+    let h = 0;
+    for (let i = 0; i < L; i++) h = (Math.imul(h, BASE) + squeezed.charCodeAt(i)) | 0;
+    at.add(h & KEY, 0);
+    for (let i = L; i < squeezed.length; i++) {
+      h = (Math.imul(h - Math.imul(squeezed.charCodeAt(i - L), top), BASE) + squeezed.charCodeAt(i)) | 0;
+      at.add(h & KEY, i - L + 1);
+    }
   }
 
   /** True when s[i, i+L) is one of this text's windows (hash `h`). */
@@ -136,6 +179,24 @@ class Runs {
   }
 }
 
+/** The first window of `s` that is a run of a draft of `group` and of no approved text. */
+function scan(s, { L, entries, any, approved }) {
+  if (s.length < L) return null;
+  const top = power(L);
+  let h = 0;
+  for (let i = 0; i < L; i++) h = (Math.imul(h, BASE) + s.charCodeAt(i)) | 0;
+  for (let i = L; ; i++) {
+    const start = i - L;
+    const k = h & KEY;
+    if (any.has(k)) {
+      const entry = entries.find((e) => e.runs.has(k, s, start));
+      if (entry && !approved.some((a) => a.has(k, s, start))) return { draft: entry.draft, run: s.slice(start, i) };
+    }
+    if (i === s.length) return null;
+    h = (Math.imul(h - Math.imul(s.charCodeAt(start), top), BASE) + s.charCodeAt(i)) | 0;
+  }
+}
+
 /** The run length a draft is matched with (0: too short to be told apart from ordinary traffic). */
 export function runLength(squeezed) {
   if (squeezed.length >= RUN) return RUN;
@@ -143,18 +204,56 @@ export function runLength(squeezed) {
 }
 
 /**
+ * What a LeakIndex computed, kept for the next one (the guard rebuilds its
+ * index whenever a draft changes; the texts mostly stay the same).
+ */
+export class IndexCache {
+  constructor() {
+    this.squeezed = new Map(); // text -> squeezed
+    this.runs = new Map(); // `${L}:${squeezed}` -> Runs
+  }
+
+  squeeze(text) {
+    let s = this.squeezed.get(text);
+    if (s === undefined) {
+      s = squeeze(text);
+      this.squeezed.set(text, s);
+    }
+    return s;
+  }
+
+  runsOf(s, L) {
+    const key = `${L}:${s}`;
+    let r = this.runs.get(key);
+    if (!r) {
+      r = new Runs(s, L);
+      this.runs.set(key, r);
+    }
+    return r;
+  }
+
+  /** Forget what the texts in use no longer need. */
+  keep(texts) {
+    const live = new Set(texts.map((t) => this.squeeze(t)));
+    for (const [text, s] of this.squeezed) if (!live.has(s)) this.squeezed.delete(text);
+    for (const key of this.runs.keys()) if (!live.has(key.slice(key.indexOf(":") + 1))) this.runs.delete(key);
+  }
+}
+
+/**
  * The drafts and approved texts a body is checked against, indexed once.
  * `drafts`: [{text, ...any}], `approved`: [text].
  */
 export class LeakIndex {
-  constructor(drafts, approved) {
+  constructor(drafts, approved, cache = new IndexCache()) {
+    this.cache = cache;
     this.drafts = [];
     for (const draft of drafts) {
-      const s = squeeze(draft.text);
+      const s = cache.squeeze(draft.text);
       const L = runLength(s);
       if (L) this.drafts.push({ draft, s, L, runs: null });
     }
-    this.approved = approved.map(squeeze).filter(Boolean);
+    this.approved = approved.map((a) => cache.squeeze(a)).filter(Boolean);
     this.approvedRuns = new Map(); // L -> [Runs]
   }
 
@@ -165,10 +264,32 @@ export class LeakIndex {
   _approvedAt(L) {
     let list = this.approvedRuns.get(L);
     if (!list) {
-      list = this.approved.filter((a) => a.length >= L).map((a) => new Runs(a, L));
+      list = this.approved.filter((a) => a.length >= L).map((a) => this.cache.runsOf(a, L));
       this.approvedRuns.set(L, list);
     }
     return list;
+  }
+
+  /** The drafts of one run length, and every window hash of any of them (one lookup per window). */
+  _groups() {
+    if (!this.groups) {
+      this.groups = [];
+      const byL = new Map();
+      for (const entry of this.drafts) {
+        entry.runs = this.cache.runsOf(entry.s, entry.L);
+        if (!byL.has(entry.L)) byL.set(entry.L, []);
+        byL.get(entry.L).push(entry);
+      }
+      for (const [L, entries] of byL) {
+        let any = entries[0].runs.at;
+        if (entries.length > 1) {
+          any = new WindowTable(entries.reduce((n, e) => n + e.runs.at.count, 0));
+          for (const e of entries) for (const k of e.runs.at.hashes()) any.add(k, 0);
+        }
+        this.groups.push({ L, entries, any, approved: this._approvedAt(L) });
+      }
+    }
+    return this.groups;
   }
 
   /**
@@ -177,17 +298,14 @@ export class LeakIndex {
    */
   find(text) {
     if (this.empty || !text) return null;
+    const groups = this._groups();
+    let previous = null;
     for (const version of decodings(String(text))) {
       const s = squeeze(version);
-      for (const entry of this.drafts) {
-        if (s.length < entry.L) continue;
-        entry.runs ??= new Runs(entry.s, entry.L);
-        const approved = this._approvedAt(entry.L);
-        const hit = eachWindow(s, entry.L, (h, i) => {
-          if (!entry.runs.has(h, s, i)) return undefined;
-          for (const a of approved) if (a.has(h, s, i)) return undefined;
-          return { draft: entry.draft, run: s.slice(i, i + entry.L) };
-        });
+      if (s === previous) continue;
+      previous = s;
+      for (const group of groups) {
+        const hit = scan(s, group);
         if (hit) return hit;
       }
     }
