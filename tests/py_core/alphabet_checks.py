@@ -249,3 +249,57 @@ def check_protected_spans_untouched_with_scripts() -> None:
     text = "체중 81 kg, Hélène"
     out = sanitize_prompt(text, 1.0, header=None, protected_spans=[(3, 5)]).perturbed
     assert out[3:5] == "81" and len(out) == len(text)
+
+
+def check_korean_and_french_frequency_tables() -> None:
+    from py_core.wordfreq import table, zipf_frequency
+
+    ko, fr = table("ko"), table("fr")
+    assert 20_000 <= len(ko) <= 40_000 and 20_000 <= len(fr) <= 40_000
+    assert zipf_frequency("병원", "ko") is not None
+    assert zipf_frequency("병원에서", "ko") == zipf_frequency("병원", "ko")  # stem + particle
+    assert zipf_frequency("김민준", "ko") is None
+    assert zipf_frequency("L'hôpital,", "fr") == zipf_frequency("hôpital", "fr") is not None
+    assert zipf_frequency("Lefèvre", "fr") is None or zipf_frequency("Lefèvre", "fr") < 4.0
+
+
+def check_forecast_per_language_uses_each_words_survival() -> None:
+    from py_core.preview import language_model, preview
+    from py_core.sanitize import word_survival
+
+    for text, lang in (
+        ("환자 김민준 씨는 병원에서 검사를 받았습니다", "ko"),
+        ("Le patient Jérôme est à l'hôpital depuis mardi", "fr"),
+    ):
+        words = preview(text, 6.0)
+        receipt = word_survival(text, 6.0)
+        assert [w.survival_probability for w in words] == [w.survival_probability for w in receipt]
+        assert {w.language for w in words} == {lang}
+        assert all(w.calibrated == (language_model(lang) is not None) for w in words)
+        assert all(w.probability >= w.survival_probability for w in words)
+    # Into ASCII, a Korean word never survives and nothing forecasts it restored.
+    for w in preview("병원에서 검사", 11.0, alphabets="ascii"):
+        assert w.survival_probability == 0.0
+
+
+def check_header_language_is_detected_or_fixed() -> None:
+    from py_core import protect
+    from py_core.language import HEADERS, detect
+
+    samples = {
+        "ko": "환자는 어제부터 두통이 있습니다",
+        "fr": "Le patient est à l'hôpital et il a de la fièvre",
+        "de": "Der Patient ist seit gestern müde und hat Fieber",
+        "es": "El paciente está en el hospital y tiene fiebre",
+        "ru": HEADERS["ru"],
+        "el": HEADERS["el"],
+        "en": "The patient has had a headache since yesterday",
+    }
+    for lang, text in samples.items():
+        assert detect(text) == lang, (lang, detect(text))
+    out = protect.protect(samples["fr"], protect.SiteSettings(epsilon=3), compose=False)
+    assert out.text.startswith(HEADERS["fr"])
+    fixed = protect.SiteSettings(epsilon=3, header_language="es")
+    assert protect.protect(samples["fr"], fixed, compose=False).text.startswith(HEADERS["es"])
+    _raises(InvalidParameterError, protect.SiteSettings, header_language="xx")
+    _raises(InvalidParameterError, protect.SiteSettings, alphabets="latin")
