@@ -199,8 +199,10 @@ METHODS = """## The defenses as implemented
   (sensitivity 2C = 200, not a data-dependent margin); a token is screened when its *raw*
   top probability is below 0.6 or its raw top-2 logit margin is below 1; screened tokens get
   sigma_t = sigma_base * calibrate(entropy, position, confidence) * r(margin) * lambda; the
-  receipt composes the realised sigma_t by RDP over dp-accounting's grid of orders and reports
-  the true gamma (the fraction of screened tokens).
+  receipt reports the true gamma (the fraction of screened tokens) and the RDP of the realised
+  sigma_t as a *nominal* figure only: the screening and sigma_t are computed from the private
+  logits, so PAD is not differential privacy (two contexts, one screened and one not, can
+  differ without bound), and its receipts say so.
 - **copy-aware (Veil's default)**: screens what leaks instead of what is uncertain: a token
   whose top candidate would extend a verbatim run of the retrieved context beyond 8 words
   (1 word once the answer has copied 16 words), unless the same run is in the person's own
@@ -210,12 +212,15 @@ METHODS = """## The defenses as implemented
   sigma_t = 1 * (1 + 0.25 * screenings so far) and takes the arg-max. Its epsilon is *nominal*:
   which tokens are screened and the candidate set depend on the private context, so it carries
   no formal guarantee, and the receipt says so.
-- **bounded**: two passes per token (with and without the retrieved context, batched as one
-  left-padded batch of two). The private shift s_priv - s_pub over the public top-20 is
+- **bounded**: two passes per token (with and without the retrieved context), each run alone
+  at batch size one, so the public logits are bit-identical whatever the context (the earlier
+  left-padded batch of two broke that in bfloat16; this run has the fix). The private shift s_priv - s_pub over the public top-20 is
   L2-clipped to C = 4 and released with Gaussian noise calibrated so that the maximum answer
   length composes to the requested epsilon (delta = 1e-6, sensitivity 2C, gamma = 1); the token
   is the arg-max of the public logits plus the noisy shift (post-processing). The guarantee is
-  with respect to replacing the whole retrieved context, for every token.
+  with respect to replacing the whole retrieved context, for every token; the receipt's epsilon
+  is this calibrated one. Noise for every defense comes from the OS CSPRNG outside the
+  evaluation, which uses seeded noise so runs can be compared.
 
 ## Where the paper's PAD and Veil's default differ
 
@@ -224,9 +229,9 @@ text is the model's most *confident* behaviour, so that screen passes most copie
 through unprotected and spends its noise on the ordinary, uncertain tokens of every answer:
 leakage falls only as fast as the text degrades. Veil's default screens the tokens that would
 copy the context or its PII, leaves everything else untouched, and keeps the noise among the
-top candidates. The price is the formal guarantee: neither PAD (epsilon per answer in the
-millions at usable noise, gamma-relaxed) nor the copy-aware default gives a meaningful one;
-only the bounded mechanism does, and the epsilon sweep shows what it costs.
+top candidates. The price is the formal guarantee: neither PAD (not differential privacy at
+all: its screening and noise scale read the private logits) nor the copy-aware default gives
+one; only the bounded mechanism does, and the epsilon sweep shows what it costs.
 """
 
 
