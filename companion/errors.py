@@ -160,6 +160,14 @@ def install_error_handlers(app: FastAPI) -> None:
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         return error_response(exc.status_code, code, detail, headers=getattr(exc, "headers", None))
 
+    @app.exception_handler(OverflowError)
+    async def _overflow(request: Request, exc: OverflowError) -> JSONResponse:
+        # A number from the request too large for SQLite's 64-bit integers or a float
+        # (routes bound their numbers; this catches one a route forgot).
+        return error_response(
+            400, ErrorCode.INVALID_REQUEST, "a number in the request is out of range"
+        )
+
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
         return internal_error_response(exc, f"{request.method} {request.url.path}")

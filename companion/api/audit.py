@@ -183,7 +183,25 @@ def _veil_error(exc: VeilError) -> APIError:
     return APIError(status, code, str(exc))
 
 
-@router.post("/inversion", status_code=202)
+_INVERSION_BODY = {
+    "requestBody": {
+        "content": {
+            "application/json": {"schema": InversionBody.model_json_schema()},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        **InversionBody.model_json_schema()["properties"],
+                    },
+                }
+            },
+        }
+    }
+}
+
+
+@router.post("/inversion", status_code=202, openapi_extra=_INVERSION_BODY)
 async def start_inversion(
     request: Request, service: AuditJobsDep, settings: SettingsDep
 ) -> JSONResponse:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Form, UploadFile
+from fastapi import APIRouter, File, Form, Path, UploadFile
 from fastapi.concurrency import run_in_threadpool
 
 from companion.api.chat import citations_for
@@ -22,6 +22,8 @@ from companion.rag.ingest import DocumentTooLargeError
 from companion.rag.store import validate_collection_name
 
 router = APIRouter(tags=["documents"])
+
+DocId = Annotated[int, Path(ge=1, le=2**63 - 1, description="a document id")]
 
 
 def _doc(info: Any) -> DocumentOut:
@@ -65,7 +67,7 @@ def list_documents(rag: RagDep, collection: str | None = None) -> list[DocumentO
 
 
 @router.get("/v1/documents/{doc_id}", response_model=DocumentOut, summary="One document")
-def get_document(rag: RagDep, doc_id: int) -> DocumentOut:
+def get_document(rag: RagDep, doc_id: DocId) -> DocumentOut:
     info = rag.store.document(doc_id)
     if info is None:
         raise APIError(404, ErrorCode.NOT_FOUND, f"no document with id {doc_id}")
@@ -73,7 +75,7 @@ def get_document(rag: RagDep, doc_id: int) -> DocumentOut:
 
 
 @router.delete("/v1/documents/{doc_id}", summary="Delete a document and its chunks")
-def delete_document(rag: RagDep, doc_id: int) -> dict[str, Any]:
+def delete_document(rag: RagDep, doc_id: DocId) -> dict[str, Any]:
     if not rag.store.delete_document(doc_id):
         raise APIError(404, ErrorCode.NOT_FOUND, f"no document with id {doc_id}")
     return {"deleted": True, "id": doc_id}
