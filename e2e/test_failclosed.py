@@ -423,3 +423,41 @@ def test_the_popup_offers_protection_only_on_web_pages(browser: Browser) -> None
     popup.wait_for_selector("body[data-ready=true]")
     assert popup.locator("#add-site").is_visible()
     assert not popup.locator("#unprotectable").is_visible()
+
+
+def test_adding_a_site_says_it_waits_for_chrome(browser: Browser) -> None:
+    """While Chrome's permission prompt is open the popup says so, and an old error is gone."""
+    popup = browser.ctx.new_page()
+    popup.goto(browser.url(f"popup.html?url={quote('https://chat.example.org/c/1', safe='')}"))
+    popup.wait_for_selector("body[data-ready=true]")
+    popup.evaluate(
+        "() => { const e = document.getElementById('error'); e.hidden = false; e.textContent = 'old'; }"
+    )
+    popup.click("#add-site")
+    popup.wait_for_selector('#add-site-state:has-text("Chrome is asking whether Veil may")')
+    assert not popup.locator("#error").is_visible()
+    assert popup.locator("#add-site").is_disabled()
+
+
+def test_a_streamed_body_is_refused_while_a_draft_is_unprotected(browser: Browser) -> None:
+    """A request whose body is a stream cannot be checked: refused while the draft is in the box."""
+    page = browser.open_redesign("gemini.google.com", "plain-div")
+    type_draft(page, PROMPT)
+    message = page.evaluate(
+        """() => fetch('/__recorder/raw/send', {method: 'POST', duplex: 'half',
+                     body: new ReadableStream({start(c) { c.enqueue(new TextEncoder().encode('x')); c.close(); }})})
+                 .then(() => 'sent', (err) => String(err.message))"""
+    )
+    assert message.startswith("Veil blocked this request"), message
+    _, text = wait_notice(page, {"blocked"})
+    assert "a streamed body" in text, text
+    # Not a send the person made: the draft stays as typed, nothing is protected.
+    assert "Your text is still in the box" in text, text
+    assert squash(fixture_text(page)) == squash(PROMPT)
+    assert sends(browser.recorder) == []
+    # With the box empty, the page's ordinary requests are not checked at all.
+    page.evaluate("() => document.querySelector('.inp').replaceChildren()")
+    ordinary = page.evaluate(
+        """() => fetch('/__recorder/raw/ping', {method: 'POST', body: 'ordinary'}).then((r) => r.status)"""
+    )
+    assert ordinary == 200

@@ -564,9 +564,13 @@ function main() {
   // ------------------------------------------------------------ after the guard refused a request
 
   let recovering = false;
-  let lastActivation = 0; // when the person last pressed Enter or clicked (a send is near)
+  let lastActivation = 0; // when the person last pressed Enter or clicked a control (a send is near)
   const noteActivation = (event) => {
-    if (event.type !== "keydown" || event.key === "Enter") lastActivation = Date.now();
+    if (event.type === "keydown") {
+      if (event.key === "Enter" && !event.shiftKey && !event.altKey) lastActivation = Date.now();
+    } else if (!editableRoot(event.composedPath?.()[0] ?? event.target)) {
+      lastActivation = Date.now(); // a click outside the editor (inside it is editing)
+    }
   };
 
   async function afterGuardBlocked(info) {
