@@ -147,9 +147,17 @@ def render(result: dict[str, object]) -> str:
             f"{row['chars']:>8} {row['veil_ms']:>10.3f} {row['naive_ms']:>10.3f} {row['speedup']:>8.1f}x"
             f" {row['sanitize_ms']:>12.3f} {row['composed_ms']:>14.3f}"
         )
-    lines.append(f"{'per script (20,000 chars)':<26} {'veil ms':>10} {'sanitize ms':>12}")
+    # Ratios against the ASCII text of the same length, measured in the same run (the
+    # machine's load cancels out).
+    base = next(r for r in result["rows"] if r["chars"] == 20_000)  # type: ignore[attr-defined]
+    lines.append(
+        f"{'per script (20,000 chars)':<26} {'veil ms':>10} {'x ASCII':>8} {'sanitize ms':>12} {'x ASCII':>8}"
+    )
     for row in result.get("scripts", []):  # type: ignore[attr-defined]
-        lines.append(f"{row['script']:<26} {row['veil_ms']:>10.3f} {row['sanitize_ms']:>12.3f}")
+        lines.append(
+            f"{row['script']:<26} {row['veil_ms']:>10.3f} {row['veil_ms'] / base['veil_ms']:>7.1f}x"
+            f" {row['sanitize_ms']:>12.3f} {row['sanitize_ms'] / base['sanitize_ms']:>7.1f}x"
+        )
     return "\n".join(lines)
 
 

@@ -15,6 +15,7 @@ sanitized (RootGuard's noisy numbers), which are public by post-processing.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import re
 from collections.abc import Iterable, Sequence
@@ -179,10 +180,26 @@ class _Costs:
             if not (name == "ascii" and latin_marks) and name != "latin"
         }
 
+        self._keep: dict[str, float] = {}  # per character, for the non-uniform classes
+
     def keep(self, char: str, code: int) -> float:
         if code in self.uniform:
             return self.by_class[code].keep_probability
-        return alphabets.char_keep_probability(char, self.epsilon, self.latin_marks)
+        found = self._keep.get(char)
+        if found is None:
+            found = alphabets.char_keep_probability(char, self.epsilon, self.latin_marks)
+            self._keep[char] = found
+        return found
+
+    def keep_all(self, chars: str) -> float:
+        """The product of the keep probabilities of ``chars`` (all of non-uniform classes)."""
+        table = self._keep
+        try:
+            return math.prod(map(table.__getitem__, chars))
+        except KeyError:
+            for char in chars:
+                self.keep(char, -1)
+            return math.prod(map(table.__getitem__, chars))
 
     def script_name(self, code: int) -> str:
         if self.mode == alphabets.ASCII_ONLY:
@@ -240,7 +257,7 @@ def _word_survival(
             if word is not None:
                 words.append(word)
             continue
-        count, survival, eps, found = 0, 1.0, 0.0, -1
+        count, survival, eps, found, own = 0, 1.0, 0.0, -1, 0
         for code, key, cost in singles:
             n = cls.count(key, start, end)
             if not n:
@@ -251,9 +268,13 @@ def _word_survival(
             if code in costs.uniform:
                 survival *= cost.keep_probability**n
             else:
-                for position in range(start, end):
-                    if cls[position] == code:
-                        survival *= costs.keep(text[position], code)
+                own += n
+        if own == end - start:  # e.g. a French word: every character has its own keep
+            survival *= costs.keep_all(text[start:end])
+        elif own:
+            for position in range(start, end):
+                if cls[position] not in costs.uniform:
+                    survival *= costs.keep(text[position], cls[position])
         script = costs.script_name(found) if found >= 0 else "mixed"
         words.append(WordSurvival(start, end, count, survival, eps, script))
     return tuple(words)
