@@ -111,7 +111,7 @@ def set_guard(browser: Browser, on: bool) -> None:
 
 
 def one_send(page: Any, host: str, text: str) -> float:
-    """Fill the editor, press Enter, return ms from the key press to the page's send."""
+    """Fill the editor, press Enter, return ms from the key press to the page's request leaving."""
     selector = EDITOR_SELECTOR[FIXTURE_FOR_HOST[host]]
     page.click(selector)
     page.keyboard.insert_text(text)
@@ -333,7 +333,8 @@ def markdown(
         "",
         "## Warm Enter → sent latency",
         "",
-        "From the key press (Playwright) to the page's own send handler running. *off*: Veil",
+        "From the key press (Playwright) to the page's request leaving (its `fetch()` returned,",
+        "after the network guard checked the body). *off*: Veil",
         "loaded but protection off for the site (baseline, interleaved with the others); *on*:",
         "k-RR text mode, ε = 5, default header, with the network guard as shipped; *no guard*:",
         "the same with the guard switched off (the test build's switch). *added* = on - off at",
