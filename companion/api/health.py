@@ -12,13 +12,14 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", response_model=Health, summary="Liveness and what is loaded")
-def healthz(engine: EngineDep, rag: RagDep) -> Health:
+async def healthz(engine: EngineDep, rag: RagDep) -> Health:
+    """Answered on the event loop itself (no worker thread), so it stays fast under load."""
     loaded = engine.loaded
     return Health(
         model=engine.model_id,
         model_loaded=loaded is not None,
         device=loaded.device if loaded is not None else None,
         dtype=loaded.dtype if loaded is not None else None,
-        documents=len(rag.store.documents()),
+        documents=rag.store.document_count(),
         defenses=list(DEFENSES),
     )

@@ -365,6 +365,11 @@ class DocumentStore:
                 ).fetchall()
         return [self._info(r) for r in rows]
 
+    def document_count(self) -> int:
+        """How many documents the store holds (cheap: for /healthz)."""
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
+
     def delete_document(self, doc_id: int) -> bool:
         with self._lock:
             info = self.document(doc_id)
