@@ -71,7 +71,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
@@ -94,6 +94,9 @@ __all__ = [
     "cost_table",
     "decompose_latin",
     "has_latin_marks",
+    "keep_or_change",
+    "keep_or_change_split",
+    "other_shift",
     "perturb",
     "script_of",
     "slot_implementations",
@@ -468,6 +471,28 @@ def keep_or_change(draws: bytes, impl: krr.Implementation) -> bytes:
     return out
 
 
+def keep_or_change_split(hi: bytes, low: Callable[[int], bytes], impl: krr.Implementation) -> bytes:
+    """:func:`keep_or_change` drawing low bytes only where the high byte needs one.
+
+    ``hi`` holds the draws' high bytes; ``low(m)`` returns the low bytes of the ``m``
+    draws whose high byte falls in a block that straddles a boundary (at most two
+    blocks of 256, so about 1 draw in 128), in order.  For the same 16-bit draws the
+    result equals :func:`keep_or_change`'s; a low byte drawn only when needed is as
+    uniform and independent as one drawn always.
+    """
+    hi_table, lo_tables = _keep_tables(impl.keep_weight, (impl.k - 1) * impl.other_weight)
+    out = hi.translate(hi_table)
+    count = out.count(2) if lo_tables else 0
+    if not count:
+        return out
+    buf = bytearray(out)
+    position = buf.find(2)
+    for value in low(count):
+        buf[position] = lo_tables[hi[position]][value]
+        position = buf.find(2, position + 1)
+    return bytes(buf)
+
+
 def other_shift(draws: bytes, k: int) -> bytes:
     """One byte per draw: a uniform shift in 1..k-1, or 255 (reject; no RNG here)."""
     return draws.translate(_other_table(k))
@@ -494,12 +519,15 @@ def _shifts(rng: krr.RandomSource, n: int, impl: krr.Implementation) -> bytes:
     """``n`` k-RR shifts: 0 with probability ``a/M``, each of 1..k-1 with ``b/M``, exactly.
 
     Keep or change is decided by a 16-bit draw (``a`` keep values, ``(k-1) b``
-    change values, the rest rejected); a change gets a uniform shift in 1..k-1
+    change values, the rest rejected; its low byte drawn only where the high byte
+    does not decide, :func:`keep_or_change_split`); a change gets a uniform shift in 1..k-1
     from a byte (``256 - 256 % (k-1)`` values accepted).  So
     ``P(shift = j) = (k-1) b / M * 1/(k-1) = b/M``.
     """
     total = impl.keep_weight + (impl.k - 1) * impl.other_weight
-    change = _accepted(lambda m: keep_or_change(rng.randbytes(2 * m), impl), n, total / 65536)
+    change = _accepted(
+        lambda m: keep_or_change_split(rng.randbytes(m), rng.randbytes, impl), n, total / 65536
+    )
     span = 256 - 256 % (impl.k - 1)
     other = _accepted(lambda m: other_shift(rng.randbytes(m), impl.k), n, span / 256)
     return (_int(other) & _int(change.translate(_EQ[1]))).to_bytes(n, "little")
