@@ -26,6 +26,8 @@ for name in $(python -c "from companion.commands.eval import EVALUATIONS; print(
   step "veil eval $name --smoke"
   veil eval "$name" --smoke --out "$smoke_dir/$name"
 done
+step "veil eval rootguard --agents --smoke"
+veil eval rootguard --agents --smoke --out "$smoke_dir/rootguard-agents"
 step "benchmark: k-RR (CPython and Pyodide)"
 python bench/krr_bench.py
 node bench/krr_bench_pyodide.mjs
