@@ -45,10 +45,11 @@ def load_states_bytes(
             )
     except InvalidParameterError:
         raise
-    except Exception as exc:  # corrupt or foreign files: say what failed
+    except Exception:  # corrupt or foreign files: say what failed, not the reader's words
         raise InvalidParameterError(
-            f"could not read {filename!r} as {suffix}: {type(exc).__name__}: {exc}"
-        ) from exc
+            f"could not read {filename!r} as {suffix}: the file is damaged, or it holds "
+            "something other than plain tensors (pickled objects are never loaded)"
+        ) from None
     if isinstance(obj, dict):
         tensors = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor | np.ndarray)}
         if key is not None:

@@ -151,8 +151,9 @@ def _decode(data: bytes, name: str) -> str:
         return data.decode("cp1252")
     except UnicodeDecodeError as exc:
         raise InvalidParameterError(
-            f"{name}: the file is not UTF-8 text ({exc}); save it as UTF-8 and upload it again"
-        ) from exc
+            f"{name}: the file is not UTF-8 text (byte {exc.start} cannot be read); save it "
+            "as UTF-8 and upload it again"
+        ) from None
 
 
 def _eml(data: bytes, name: str, budget: _Budget) -> ExtractedText:

@@ -473,19 +473,22 @@ def _eml_nested(depth: int = 3000) -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("name", "data", "needle"),
+    ("name", "make", "needle"),
     [
-        ("bomb.pdf", _pdf(TEXT_LINE * 200_000), "characters"),
-        ("cycle.pdf", _pdf(TEXT_LINE, pages_cycle=True), "not a readable PDF"),
-        ("garbage.pdf", b"%PDF-1.4\n" + os.urandom(2000), "not a readable PDF"),
-        ("charset.eml", _eml_unknown_charset(), None),
-        ("binary.eml", _eml_binary_part(), "not text"),
-        ("nested.eml", _eml_nested(), None),
-        ("many.txt", ("word " * 30_000).encode(), "200 chunks"),
+        ("bomb.pdf", lambda: _pdf(TEXT_LINE * 200_000), "characters"),
+        ("limit.pdf", lambda: _pdf(b" " * 80_000_000), "safety limits"),  # LimitReachedError
+        ("cycle.pdf", lambda: _pdf(TEXT_LINE, pages_cycle=True), "not a readable PDF"),
+        ("garbage.pdf", lambda: b"%PDF-1.4\n" + os.urandom(2000), "not a readable PDF"),
+        ("charset.eml", _eml_unknown_charset, None),
+        ("binary.eml", _eml_binary_part, "not text"),
+        ("nested.eml", _eml_nested, None),
+        ("many.txt", lambda: ("word " * 30_000).encode(), "200 chunks"),
+        ("latin.txt", lambda: b"caf\xe9 \x81\x8d", "not UTF-8"),
     ],
 )
-def test_hostile_files_get_a_400_naming_the_file(chat, name, data, needle):
+def test_hostile_files_get_a_400_naming_the_file(chat, name, make, needle):
     """Every parser error and limit is a 400 with the file's name, never a 500 or a trace."""
+    data = make()
     chars = 1_000_000 if name == "many.txt" else 20_000
     client = chat(max_document_chars=chars, max_document_chunks=200)
     files = [("files", (name, data, "application/octet-stream"))]
