@@ -308,6 +308,7 @@ RECEIPT_FIELDS = (
     "slots",
     "unsupported_chars",
     "header_language",
+    "visible",
 )
 
 

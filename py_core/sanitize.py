@@ -99,6 +99,7 @@ class Receipt:
     slots: tuple[SlotCount, ...] = ()  # per slot alphabet: how many were perturbed
     unsupported_chars: int = 0  # characters with no alphabet: sent as random ASCII
     header_language: str | None = None  # the language of the header sent, if known
+    visible: str = ""  # in plain words: what the guarantee does not hide
 
     def to_dict(self) -> dict[str, object]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -416,9 +417,34 @@ def sanitize_prompt(
         slots=slots,
         unsupported_chars=unsupported,
         header_language=header_language if header else None,
+        visible=_visible(mode, scripts, latin_marks, bool(header and header_language)),
     )
     sent = (header or "") + perturbed
     return SanitizedPrompt(text=sent, perturbed=perturbed, receipt=receipt)
+
+
+def _visible(mode: str, scripts: Sequence[ScriptCount], latin_marks: bool, language: bool) -> str:
+    """What the receipt says stays visible, in plain words."""
+    parts = ["the length of every word and where words, lines and spaces are"]
+    if mode == alphabets.SCRIPTS:
+        # With the mark slot on, ASCII and accented Latin are one class (e and é alike).
+        rename = {"latin": "ascii"} if latin_marks else {}
+        names = sorted({rename.get(s.script, s.script) for s in scripts if s.script != "other"})
+        parts.append(
+            "which script each character is in" + (f" ({', '.join(names)})" if names else "")
+        )
+        if latin_marks:
+            parts.append("that the prompt has accented Latin letters (not which ones)")
+    if language:
+        parts.append("the language of the header")
+    out = "Visible to the site: " + "; ".join(parts) + "."
+    unsupported = sum(s.chars for s in scripts if s.script == "other")
+    if unsupported:
+        out += (
+            f" {unsupported} character{'s' if unsupported != 1 else ''} without an alphabet "
+            "(e.g. Chinese, emoji) went as random ASCII: the model cannot read them."
+        )
+    return out
 
 
 def _free_ranges(spans: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
