@@ -440,9 +440,14 @@ def _visible(mode: str, scripts: Sequence[ScriptCount], latin_marks: bool, langu
     out = "Visible to the site: " + "; ".join(parts) + "."
     unsupported = sum(s.chars for s in scripts if s.script == "other")
     if unsupported:
+        what = (
+            "without an alphabet (e.g. Chinese, emoji)"
+            if mode == alphabets.SCRIPTS
+            else "outside printable ASCII"
+        )
         out += (
-            f" {unsupported} character{'s' if unsupported != 1 else ''} without an alphabet "
-            "(e.g. Chinese, emoji) went as random ASCII: the model cannot read them."
+            f" {unsupported} character{'s' if unsupported != 1 else ''} {what} went as "
+            "random ASCII: the model cannot read them."
         )
     return out
 

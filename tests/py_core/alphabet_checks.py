@@ -325,3 +325,15 @@ def check_header_language_is_detected_or_fixed() -> None:
     assert protect.protect(samples["fr"], fixed, compose=False).text.startswith(HEADERS["es"])
     _raises(InvalidParameterError, protect.SiteSettings, header_language="xx")
     _raises(InvalidParameterError, protect.SiteSettings, alphabets="latin")
+
+
+def check_receipt_says_what_stays_visible() -> None:
+    scripts = sanitize_prompt("환자 café 中文", 5.0, header_language="ko").receipt.visible
+    assert "which script each character is in (ascii, hangul)" in scripts
+    assert "accented Latin letters" in scripts and "language of the header" in scripts
+    assert "2 characters without an alphabet" in scripts
+    ascii_only = sanitize_prompt("환자 café", 5.0, header=None, alphabets_mode="ascii").receipt
+    assert "script" not in ascii_only.visible
+    assert "3 characters outside printable ASCII" in ascii_only.visible
+    english = sanitize_prompt("plain words", 5.0, header=None).receipt.visible
+    assert "(ascii)" in english and "accented" not in english
