@@ -425,6 +425,9 @@ def test_dependencies_come_from_the_lifespan_and_can_be_overridden(tmp_path):
         def documents(self, collection=None):
             return ["a", "b", "c"]
 
+        def document_count(self):
+            return len(self.documents())
+
     class FakeRag:
         store = FakeStore()
 
