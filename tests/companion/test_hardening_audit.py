@@ -294,3 +294,18 @@ def test_first_sigterm_stops_the_server_and_its_jobs(tmp_path):
             server.wait()
         if server.stdout:
             server.stdout.close()
+
+
+def test_a_client_gone_before_its_job_is_queued_creates_no_job(make_client, monkeypatch):
+    """If the client disconnected while its states were prepared, no job is created."""
+    from starlette.requests import Request
+
+    client = make_client()
+
+    async def gone(self) -> bool:
+        return True
+
+    monkeypatch.setattr(Request, "is_disconnected", gone)
+    r = client.post("/v1/audit/inversion", json=LONG_GRADIENT)
+    assert r.status_code == 400 and "went away" in r.json()["error"]["message"]
+    assert client.jobs.jobs() == []
