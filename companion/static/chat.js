@@ -147,6 +147,14 @@ function receiptRows(r) {
   const params = Object.entries(r.params || {}).map(([k, v]) => `${k}=${v}`).join(", ");
   if (params) rows.push(["parameters", params]);
   for (const note of r.notes || []) rows.push(["note", note]);
+  const ctx = r.context;
+  if (ctx) {
+    const cut = [];
+    if (ctx.partial.length) cut.push(`cut short: #${ctx.partial.join(", #")}`);
+    if (ctx.cut.length) cut.push(`left out: #${ctx.cut.join(", #")}`);
+    rows.push(["retrieved context", `${ctx.tokens} of ${ctx.retrieved_tokens} tokens ` +
+      `(budget ${ctx.budget_tokens})` + (cut.length ? `; ${cut.join("; ")}` : "")]);
+  }
   return rows;
 }
 
@@ -184,7 +192,9 @@ function renderReceipt(div, veil) {
     cites.className = "citations";
     for (const c of veil.citations) {
       const li = document.createElement("li");
-      li.append(`${c.document} #${c.chunk_index} (score ${c.score.toFixed(2)}) `);
+      const kept = c.included === "cut" ? ", not in the prompt: over the context budget"
+        : c.included === "partial" ? `, first ${c.included_chars} characters in the prompt` : "";
+      li.append(`${c.document} #${c.chunk_index} (score ${c.score.toFixed(2)}${kept}) `);
       const q = document.createElement("q");
       q.textContent = c.text.length > 220 ? c.text.slice(0, 220) + "…" : c.text;
       li.append(q);
