@@ -461,3 +461,24 @@ def test_a_streamed_body_is_refused_while_a_draft_is_unprotected(browser: Browse
         """() => fetch('/__recorder/raw/ping', {method: 'POST', body: 'ordinary'}).then((r) => r.status)"""
     )
     assert ordinary == 200
+
+
+def test_an_enter_that_makes_a_new_line_gives_the_text_back(browser: Browser) -> None:
+    """Where Enter is a line break (the page sends on Ctrl+Enter), Veil sends nothing and keeps the text."""
+    page = browser.open_redesign("claude.ai", "react-textarea")
+    type_draft(page, "Dear Dr. Keller, about the results")
+    page.keyboard.press("End")
+    page.keyboard.press("Enter")
+    _, text = wait_notice(page, {"protected"})
+    assert "Enter makes a new line on this page" in text, text
+    assert fixture_text(page) == "Dear Dr. Keller, about the results\n"
+    # From now on a plain Enter is the page's own: a line break, nothing intercepted.
+    page.keyboard.insert_text("of Tuesday")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => window.__fixture.text().endsWith('Tuesday\\n')")
+    assert sends(browser.recorder) == []
+    page.keyboard.insert_text("kind regards")
+    page.keyboard.press("Control+Enter")
+    wait_until(page, lambda: sends(browser.recorder), "nothing was sent")
+    want = "Dear Dr. Keller, about the results\nof Tuesday\nkind regards"
+    assert_perturbed_shape(sent_prompt(sends(browser.recorder)[0]), want)

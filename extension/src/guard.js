@@ -39,8 +39,9 @@ function install() {
   const last = new Map(); // editor -> its last unapproved text
   let recent = []; // [{text, left, until}] drafts that left their editor
   let approved = []; // texts Veil approved, as written, newest last
+  let protectedOriginal = null; // the original of the last text Veil protected
   let index = null; // LeakIndex, rebuilt when drafts or approvals change
-  let indexKey = "";
+  let indexKey = []; // the drafts and approvals `index` was built from
   const stats = { checked: 0, blocked: 0, lastBlocked: null };
 
   function active() {
@@ -79,7 +80,8 @@ function install() {
     // A longer version of the same draft covers a shorter one.
     if (recent.some((r) => r.text.includes(text))) return;
     recent = recent.filter((r) => !text.includes(r.text));
-    recent.push({ text, left: now, until: now + RECENT_MS });
+    const wasProtected = protectedOriginal !== null && sameSqueezed(text, protectedOriginal);
+    recent.push({ text, left: now, until: now + (wasProtected ? PROTECTED_MS : RECENT_MS), protected: wasProtected });
     if (recent.length > 8) recent = recent.slice(-8);
   }
 
@@ -119,8 +121,10 @@ function install() {
 
   function currentIndex() {
     const list = drafts();
-    const key = JSON.stringify([list.map((d) => d.text), approved.length, approved[approved.length - 1] || ""]);
-    if (key !== indexKey) {
+    // The same strings as last time (compared as strings: cheap when they are the same objects).
+    const key = [...list.map((d) => d.text), "\u0000", ...approved];
+    const same = key.length === indexKey.length && key.every((t, i) => t === indexKey[i]);
+    if (!same) {
       indexKey = key;
       cache.keep([...list.map((d) => d.text), ...approved]);
       index = new LeakIndex(list, approved, cache);
@@ -350,7 +354,15 @@ function install() {
     } else if (msg.type === "approve" && typeof msg.text === "string") {
       approved = [...approved.filter((a) => a !== msg.text), msg.text].slice(-16);
       if (typeof msg.original === "string") {
-        for (const r of recent) if (sameSqueezed(r.text, msg.original)) r.until = Math.min(r.until, now + PROTECTED_MS);
+        // The original Veil just protected is guarded PROTECTED_MS more (a site
+        // that sends a stale copy late); one protected before it is done with.
+        for (const r of recent) {
+          if (sameSqueezed(r.text, msg.original)) {
+            r.until = Math.min(r.until, now + PROTECTED_MS);
+            r.protected = true;
+          } else if (r.protected) r.until = Math.min(r.until, now);
+        }
+        protectedOriginal = msg.original;
       }
       for (const [el, text] of last) {
         if (isApproved(text)) last.delete(el);

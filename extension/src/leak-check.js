@@ -74,8 +74,11 @@ export function decodings(text) {
   for (let i = 0; i < out.length && out.length < 10; i++) {
     const s = out[i];
     const next = [];
-    // "+" is a space only in form encoding, which has no literal spaces.
-    if (/%[0-9a-fA-F]{2}/.test(s) || (s.includes("+") && !/ /.test(s))) next.push(percentDecode(s));
+    // A URL or a form body has no literal spaces ("+" is a space there); inside
+    // other text, percent-encoding has its escapes close together (a protected
+    // prompt's random characters make a lone "%4a" now and then).
+    const spaced = / /.test(s);
+    if (spaced ? /(?:%[0-9a-fA-F]{2}[^%\s]{0,12}){3}/.test(s) : /%[0-9a-fA-F]{2}|\+/.test(s)) next.push(percentDecode(s));
     if (/\\[u"\\/bfnrt]/.test(s)) next.push(jsonUnescape(s));
     if (/&(#x?[0-9a-fA-F]+|amp|lt|gt|quot|apos|nbsp);/i.test(s)) next.push(htmlUnescape(s));
     for (const n of next) {
@@ -147,9 +150,6 @@ class WindowTable {
     this.count += 1;
   }
 
-  *hashes() {
-    for (const k of this.keys) if (k !== -1) yield k;
-  }
 }
 
 /** A text indexed by its windows: hash -> first start. */
@@ -180,17 +180,19 @@ class Runs {
 }
 
 /** The first window of `s` that is a run of a draft of `group` and of no approved text. */
-function scan(s, { L, entries, any, approved }) {
+function scan(s, { L, entries, tables, approved }) {
   if (s.length < L) return null;
   const top = power(L);
+  const n = tables.length;
   let h = 0;
   for (let i = 0; i < L; i++) h = (Math.imul(h, BASE) + s.charCodeAt(i)) | 0;
   for (let i = L; ; i++) {
     const start = i - L;
     const k = h & KEY;
-    if (any.has(k)) {
-      const entry = entries.find((e) => e.runs.has(k, s, start));
-      if (entry && !approved.some((a) => a.has(k, s, start))) return { draft: entry.draft, run: s.slice(start, i) };
+    for (let t = 0; t < n; t++) {
+      if (!tables[t].has(k) || !entries[t].runs.has(k, s, start)) continue;
+      if (!approved.some((a) => a.has(k, s, start))) return { draft: entries[t].draft, run: s.slice(start, i) };
+      break;
     }
     if (i === s.length) return null;
     h = (Math.imul(h - Math.imul(s.charCodeAt(start), top), BASE) + s.charCodeAt(i)) | 0;
@@ -210,7 +212,7 @@ export function runLength(squeezed) {
 export class IndexCache {
   constructor() {
     this.squeezed = new Map(); // text -> squeezed
-    this.runs = new Map(); // `${L}:${squeezed}` -> Runs
+    this.runs = new Map(); // L -> (squeezed -> Runs); the same string objects, so their hashes are cached
   }
 
   squeeze(text) {
@@ -223,11 +225,15 @@ export class IndexCache {
   }
 
   runsOf(s, L) {
-    const key = `${L}:${s}`;
-    let r = this.runs.get(key);
+    let byText = this.runs.get(L);
+    if (!byText) {
+      byText = new Map();
+      this.runs.set(L, byText);
+    }
+    let r = byText.get(s);
     if (!r) {
       r = new Runs(s, L);
-      this.runs.set(key, r);
+      byText.set(s, r);
     }
     return r;
   }
@@ -236,7 +242,7 @@ export class IndexCache {
   keep(texts) {
     const live = new Set(texts.map((t) => this.squeeze(t)));
     for (const [text, s] of this.squeezed) if (!live.has(s)) this.squeezed.delete(text);
-    for (const key of this.runs.keys()) if (!live.has(key.slice(key.indexOf(":") + 1))) this.runs.delete(key);
+    for (const byText of this.runs.values()) for (const s of byText.keys()) if (!live.has(s)) byText.delete(s);
   }
 }
 
@@ -270,7 +276,7 @@ export class LeakIndex {
     return list;
   }
 
-  /** The drafts of one run length, and every window hash of any of them (one lookup per window). */
+  /** The drafts, grouped by run length (one rolling hash per length and decoding). */
   _groups() {
     if (!this.groups) {
       this.groups = [];
@@ -281,12 +287,9 @@ export class LeakIndex {
         byL.get(entry.L).push(entry);
       }
       for (const [L, entries] of byL) {
-        let any = entries[0].runs.at;
-        if (entries.length > 1) {
-          any = new WindowTable(entries.reduce((n, e) => n + e.runs.at.count, 0));
-          for (const e of entries) for (const k of e.runs.at.hashes()) any.add(k, 0);
-        }
-        this.groups.push({ L, entries, any, approved: this._approvedAt(L) });
+        // One table per draft, looked up in turn: cheaper than building their
+        // union for every new index (a guard holds a handful of drafts).
+        this.groups.push({ L, entries, tables: entries.map((e) => e.runs.at), approved: this._approvedAt(L) });
       }
     }
     return this.groups;
