@@ -8,9 +8,12 @@ Without ``--url`` it starts ``veil serve`` on a free loopback port with a fresh
 ``VEIL_HOME`` (the dequantized model cache of ``~/.veil/models`` is linked, not
 copied).  Before the clients start it launches the two things that used to starve
 the server: an audit job that runs until cancelled (the published gradient method,
-K = 100000) and a long generation (``--long-tokens``).  Then ``--clients`` clients
-(at most 32) mix chat (plain and streamed), search, uploads and audit status for
-``--seconds``, while a prober asks ``/healthz`` every 0.25 s.
+K = 100000) and a long generation (``--long-tokens``, default 512: about 30 s on
+two busy cores, within the model queue's 60 s wait; longer ones make the chats
+queued behind them wait past ``queue_timeout_s`` and get 503, as designed).  Then
+``--clients`` clients (at most 32) mix chat (plain and streamed), search, uploads
+and audit status for ``--seconds``, while a prober asks ``/healthz`` every 0.25 s
+from a process of its own.
 
 Prints the throughput, p50/p95/p99 latency per route, the answers by status code,
 and whether ``/healthz`` stayed under 200 ms.  Goal: no 5xx, ``/healthz`` p99 under
@@ -44,6 +47,11 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_CLIENTS = 32
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 QUESTIONS = ("What did the note say about gout?", "Any asthma follow-up?", "Fever advice?")
+# The status an error event in a stream stands for (its envelope's type).
+STREAM_ERRORS = {"timeout_error": 504, "server_busy_error": 503, "invalid_request_error": 400}
+LONG_PROMPT = (
+    "Write a long, detailed essay on the history of the Roman Empire, in at least ten paragraphs."
+)
 WEIGHTS = {"chat": 3, "chat_stream": 3, "search": 4, "upload": 1, "audit_status": 3}
 
 
@@ -130,8 +138,8 @@ async def _client(
                     ) as response:
                         async for line in response.aiter_lines():
                             if '"error"' in line and line.startswith("data: "):
-                                code = json.loads(line[6:])["error"].get("type", "error")
-                                return 504 if code == "timeout_error" else 599
+                                kind = json.loads(line[6:])["error"].get("type", "error")
+                                return STREAM_ERRORS.get(kind, 500)  # an error event
                         return response.status_code
                 if route == "search":
                     body = {"query": random.choice(QUESTIONS), "collection": "load", "top_k": 3}
@@ -188,16 +196,27 @@ async def _background(client: httpx.AsyncClient, args: argparse.Namespace) -> di
         "/v1/audit/inversion",
         json={"text": "Patient Jane Roe, 52", "method": "gradient", "steps": 100_000},
     )
-    long_task = asyncio.create_task(
-        client.post(
+
+    async def long_generation() -> str:
+        start = time.perf_counter()
+        response = await client.post(
             "/v1/chat/completions",
             json={
-                "messages": [{"role": "user", "content": "Tell me a very long story."}],
+                "messages": [{"role": "user", "content": LONG_PROMPT}],
                 "max_tokens": args.long_tokens,
                 "defense": "none",
             },
         )
-    )
+        tokens = (
+            response.json().get("usage", {}).get("completion_tokens")
+            if response.is_success
+            else None
+        )
+        return (
+            f"HTTP {response.status_code}, {tokens} tokens in {time.perf_counter() - start:.0f} s"
+        )
+
+    long_task = asyncio.create_task(long_generation())
     return {"audit": job, "long": long_task}
 
 
@@ -219,14 +238,14 @@ def report(record: Record, seconds: float, clients: int, background: dict[str, s
     for route in sorted(record.latencies):
         lat = record.latencies[route]
         total += len(lat)
-        codes = ", ".join(f"{c}: {n}" for c, n in sorted(record.codes[route].items()))
+        answers = ", ".join(f"{c}: {n}" for c, n in sorted(record.codes[route].items()))
         lines.append(
             f"| {route} | {len(lat)} | {len(lat) / seconds:.2f} | {1000 * _pct(lat, 0.5):.0f} | "
-            f"{1000 * _pct(lat, 0.95):.0f} | {1000 * _pct(lat, 0.99):.0f} | {codes} |"
+            f"{1000 * _pct(lat, 0.95):.0f} | {1000 * _pct(lat, 0.99):.0f} | {answers} |"
         )
-    errors = Counter()
-    for codes in record.codes.values():
-        for code, n in codes.items():
+    errors: Counter[str] = Counter()
+    for counts in record.codes.values():
+        for code, n in counts.items():
             if not code.isdigit() or int(code) >= 400:
                 errors[code] += n
     five = sum(n for code, n in errors.items() if not code.isdigit() or int(code) >= 500)
@@ -273,9 +292,7 @@ async def _run(
                 "status"
             ]
             await client.delete(f"/v1/audit/inversion/{job_id}")
-    state["long generation"] = (
-        f"HTTP {long_task.result().status_code}" if long_task.done() else "still running"
-    )
+    state["long generation"] = long_task.result() if long_task.done() else "still running"
     long_task.cancel()
     with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
         await long_task
@@ -289,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8, help=f"1..{MAX_CLIENTS} (default 8)")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--chat-tokens", type=int, default=8, help="max_tokens of each chat")
-    parser.add_argument("--long-tokens", type=int, default=512, help="the long generation")
+    parser.add_argument(
+        "--long-tokens", type=int, default=512, help="max_tokens of the long generation"
+    )
     parser.add_argument("--request-timeout", type=float, default=180.0)
     parser.add_argument("--threads", type=int, default=None, help="the started server's threads")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
