@@ -78,7 +78,7 @@ export function decodings(text) {
     // other text, percent-encoding has its escapes close together (a protected
     // prompt's random characters make a lone "%4a" now and then).
     const spaced = / /.test(s);
-    if (spaced ? /(?:%[0-9a-fA-F]{2}[^%\s]{0,12}){3}/.test(s) : /%[0-9a-fA-F]{2}|\+/.test(s)) next.push(percentDecode(s));
+    if (spaced ? /(?:%[0-9a-fA-F]{2}[^%\s]{0,24}){3}/.test(s) : /%[0-9a-fA-F]{2}|\+/.test(s)) next.push(percentDecode(s));
     if (/\\[u"\\/bfnrt]/.test(s)) next.push(jsonUnescape(s));
     if (/&(#x?[0-9a-fA-F]+|amp|lt|gt|quot|apos|nbsp);/i.test(s)) next.push(htmlUnescape(s));
     for (const n of next) {

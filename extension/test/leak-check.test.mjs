@@ -24,6 +24,16 @@ test("the draft is found however the body encodes it", () => {
     `<p>${DRAFT.replace(/ /g, "&nbsp;").replace(/\n/g, "</p><p>")}</p>`,
   ];
   for (const body of bodies) assert.ok(leaks(body), `not found in ${body.slice(0, 80)}`);
+  // A percent-encoded field inside a body that has spaces elsewhere.
+  const mixed = JSON.stringify({ note: "an ordinary sentence with spaces", link: `https://x.example/?q=${encodeURIComponent(DRAFT)}` });
+  assert.ok(leaks(mixed));
+  const long = "internationalization of hospitalisation records for the counterrevolutionaries";
+  assert.ok(leaks(`{"a": "b c", "q": "${encodeURIComponent(long)}"}`, { drafts: [long] }));
+});
+
+test("a protected prompt's random characters do not make the body look percent-encoded", () => {
+  const body = JSON.stringify({ text: "Pat%4Ant Mar!a Kel+er wa% a&mitted on Tu%2sday" });
+  assert.deepEqual(decodings(body).filter((d) => d.includes("Pat") && !d.includes("%4A")), []);
 });
 
 test("a run of RUN characters of the draft is enough; shorter common runs are not", () => {
