@@ -7,8 +7,9 @@
 // zero-width character removed (editors, JSON and form encodings reshape
 // whitespace, a paragraph break may be "\n", "\n\n" or nothing), Unicode in
 // NFC. The body is decoded first in every usual way (percent-encoding with
-// "+" for space, JSON string escapes and \uXXXX, nested up to three deep,
-// HTML entities). A body leaks when it contains a run of RUN squeezed
+// "+" for space -- in text without literal spaces, or where three escapes
+// come close together --, JSON string escapes and \uXXXX, HTML entities,
+// nested, at most ten versions). A body leaks when it contains a run of RUN squeezed
 // characters of a draft that is not also a run of a text Veil approved (the
 // protected text it wrote, or an original the person chose to send
 // unprotected): what a body may carry is what the approved text already
