@@ -71,8 +71,9 @@ function install() {
     return approved.some((a) => cache.squeeze(a) === s);
   }
 
+  // (Drafts that left their box and originals are few: their squeezed forms are cached.)
   function sameSqueezed(a, b) {
-    return squeeze(a) === squeeze(b);
+    return cache.squeeze(a) === cache.squeeze(b);
   }
 
   function leave(text, now) {
