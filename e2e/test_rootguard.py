@@ -157,3 +157,56 @@ def test_an_invalid_profile_is_refused_with_the_problem_named(browser: Browser) 
     options.wait_for_selector("#error:not([hidden])")
     assert "age" in options.inner_text("#error")
     assert "rootguard" not in browser.storage()
+
+
+def test_one_record_for_the_browser_and_the_agents(browser: Browser, tmp_path: Path) -> None:
+    """Options-page export -> veil rootguard import -> export -> options-page import: one state.
+
+    A record drawn elsewhere (the same values drawn again) is refused in both places and
+    changes nothing: two independent draws of one value must never be merged.
+    """
+    import json
+    import subprocess
+    import sys
+
+    set_up_rootguard(browser)
+    before = browser.storage()["rootguard"]
+    options = browser.options()
+    with options.expect_download() as download:
+        options.click("#rg-export")
+    exported = tmp_path / "from-browser.json"
+    download.value.save_as(exported)
+    record = json.loads(exported.read_text())
+    assert record["format"] == api.RECORD_FORMAT and record["state"] == before["state"]
+
+    def veil(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "companion",
+            "rootguard",
+            *args,
+            "--record",
+            str(tmp_path / "rg.json"),
+        ]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    assert veil("import", str(exported)).returncode == 0
+    back = tmp_path / "from-companion.json"
+    assert veil("export", str(back)).returncode == 0
+    assert json.loads(back.read_text())["state"] == before["state"]
+
+    options.set_input_files("#rg-import", str(back))
+    options.wait_for_selector("#rg-import-status:has-text('nothing changed')", timeout=20000)
+    assert browser.storage()["rootguard"]["state"] == before["state"]
+
+    redrawn = dict(record, state=api.init_state(record["profile"], record["trueValues"]))
+    other = tmp_path / "redrawn.json"
+    other.write_text(json.dumps(redrawn))
+    options.set_input_files("#rg-import", str(other))
+    options.wait_for_selector("#rg-import-status:has-text('Not imported')", timeout=20000)
+    assert "drawn differently" in options.inner_text("#rg-import-status")
+    assert browser.storage()["rootguard"]["state"] == before["state"]
+    refused = veil("import", str(other))
+    assert refused.returncode == 2 and "drawn differently" in refused.stderr
+    options.close()

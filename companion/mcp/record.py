@@ -39,7 +39,6 @@ from typing import Any
 
 from py_core.errors import StateError
 from py_core.rootguard import api
-from py_core.rootguard.cache import canonical_json
 from py_core.rootguard.profile import load_profile
 
 __all__ = [
@@ -52,7 +51,7 @@ __all__ = [
     "true_value_problems",
 ]
 
-RECORD_FORMAT = "veil.rootguard.record"
+RECORD_FORMAT = api.RECORD_FORMAT
 RECORD_FILE = "rootguard.json"
 
 
@@ -155,40 +154,8 @@ def parse_record(data: object, where: str = "the record") -> Record:
 
 
 def compare_records(here: Record, incoming: Record) -> tuple[str, list[str]]:
-    """How ``incoming`` relates to ``here``: ``("same" | "extends" | "conflict", reasons)``.
-
-    ``extends``: the same profile and true values, every draw here kept unchanged in
-    ``incoming`` and its ledger a continuation of this one (the other side drew
-    roots this side had not yet needed).  Anything else is a conflict.
-    """
-    reasons = []
-    if canonical_json(here.profile) != canonical_json(incoming.profile):
-        reasons.append("the profiles differ (roots, domains, privacy units, budget or formulas)")
-    if here.true_values != incoming.true_values:
-        names = sorted(
-            n
-            for n in set(here.true_values) | set(incoming.true_values)
-            if here.true_values.get(n) != incoming.true_values.get(n)
-        )
-        reasons.append(f"the true values differ for {', '.join(names)}")
-    ours, theirs = here.state.get("roots", {}), incoming.state.get("roots", {})
-    redrawn = sorted(n for n in ours if n in theirs and ours[n] != theirs[n])
-    dropped = sorted(n for n in ours if n not in theirs)
-    if redrawn:
-        reasons.append(
-            f"{', '.join(redrawn)} were drawn differently (two independent draws of the same "
-            "value: using both spends its budget twice)"
-        )
-    if dropped:
-        reasons.append(f"{', '.join(dropped)} are drawn here but not in the file")
-    ledger_here, ledger_in = here.state.get("ledger", []), incoming.state.get("ledger", [])
-    if ledger_in[: len(ledger_here)] != ledger_here:
-        reasons.append("the ledgers differ (the file's ledger does not continue this one)")
-    if reasons:
-        return "conflict", reasons
-    if here.state.get("checksum") == incoming.state.get("checksum"):
-        return "same", []
-    return "extends", []
+    """How ``incoming`` relates to ``here`` (:func:`py_core.rootguard.api.compare_records`)."""
+    return api.compare_records(here.to_json(), incoming.to_json())
 
 
 class RecordStore:

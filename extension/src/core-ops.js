@@ -13,6 +13,7 @@ export const Op = Object.freeze({
   ROOTGUARD_RESET: "rootguard_reset",
   ROOTGUARD_VIEW: "rootguard_view",
   ROOTGUARD_DESCRIBE: "rootguard_describe",
+  ROOTGUARD_IMPORT_CHECK: "rootguard_import_check",
 });
 
 // Ops that read py_core's data files (not in the memory snapshot): after a

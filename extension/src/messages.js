@@ -29,6 +29,8 @@ export const Msg = Object.freeze({
   GET_HISTORY: "get-history",
   ROOTGUARD_SAVE: "rootguard-save",
   ROOTGUARD_RESET: "rootguard-reset",
+  ROOTGUARD_EXPORT: "rootguard-export",
+  ROOTGUARD_IMPORT: "rootguard-import",
   GET_DRAFT: "get-draft",
   SITE_CHECK: "site-check",
   PAGE_CHECK: "page-check",
@@ -164,6 +166,18 @@ export const SCHEMA = Object.freeze({
     target: Target.BACKGROUND,
     data: { confirm: "must be true", reason: "recorded in the events", "trueValues?": "new true values (before a first draw)" },
     reply: { state: "RootGuard's state", noisy: "the cached noisy values", ledger: "its ledger", describe: "the profile described" },
+  },
+  [Msg.ROOTGUARD_EXPORT]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: {},
+    reply: { record: "the stored record with its format tag (what 'veil rootguard import' reads)" },
+  },
+  [Msg.ROOTGUARD_IMPORT]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: { record: "a record exported by the options page or 'veil rootguard export'" },
+    reply: { relation: "new, same or extends (a conflict is refused)", state: "RootGuard's state", noisy: "the cached noisy values", ledger: "its ledger", describe: "the profile described" },
   },
   [Msg.GET_DRAFT]: {
     from: ["pages"],

@@ -232,6 +232,44 @@ $("rg-reset").addEventListener("click", () => {
   });
 });
 
+$("rg-export").addEventListener("click", () =>
+  act(async () => {
+    const { record } = await send(Msg.ROOTGUARD_EXPORT, {});
+    const blob = new Blob([JSON.stringify(record, null, 2)], { type: "application/json" });
+    const link = el("a", { href: URL.createObjectURL(blob), download: "veil-rootguard.json" });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    $("rg-import-status").textContent = "Exported. The file holds your true values: keep it private.";
+  }));
+$("rg-import").addEventListener("change", () => {
+  const file = $("rg-import").files[0];
+  if (!file) return;
+  $("rg-import-status").textContent = "";
+  act(async () => {
+    let record;
+    try {
+      record = JSON.parse(await file.text());
+    } catch (err) {
+      throw new Error(`${file.name} is not JSON: ${err.message}`);
+    }
+    try {
+      const result = await send(Msg.ROOTGUARD_IMPORT, { record });
+      $("rg-import-status").textContent = {
+        new: `Imported ${file.name}: these noisy values are now used here.`,
+        same: `${file.name} is the record already here: nothing changed.`,
+        extends: `Imported ${file.name}: it adds values drawn elsewhere; every value drawn here is unchanged.`,
+      }[result.relation];
+      return result;
+    } catch (err) {
+      $("rg-import-status").textContent = `Not imported: ${err.message}`;
+      throw err;
+    } finally {
+      $("rg-import").value = "";
+    }
+  });
+});
+
 // ------------------------------------------------------------------ history
 
 async function renderHistory() {

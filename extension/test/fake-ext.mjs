@@ -187,6 +187,11 @@ export function fakeCore(overrides = {}) {
     rootguard_reset: ({ state }) => view({ draws: state.draws + 100 }),
     rootguard_view: ({ state }) => view(state),
     rootguard_describe: () => ({ describe: { roots: {} } }),
+    // The real comparison is py_core's (tests/extension/test_bridge.py); here: by draws.
+    rootguard_import_check: ({ record, here }) => {
+      const relation = !here ? "new" : here.state.draws === record.state.draws ? "same" : record.state.draws > here.state.draws ? "extends" : "conflict";
+      return { relation, reasons: relation === "conflict" ? ["age was drawn differently"] : [], record, ...view(record.state) };
+    },
     ...overrides,
   };
 }

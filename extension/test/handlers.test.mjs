@@ -386,3 +386,36 @@ test("core codes: kebab-case ones pass as they are, class names become kebab-cas
   assert.equal(coreCode("BudgetOverflowError"), "budget-overflow");
   assert.equal(coreCode(undefined), ErrorCode.INTERNAL);
 });
+
+test("rootguard: export carries the stored record with its format; import takes new/same/extends, refuses a conflict untouched", async () => {
+  const empty = env();
+  const nothing = await call(empty, Msg.ROOTGUARD_EXPORT, {});
+  assert.equal(nothing.error.code, ErrorCode.BAD_REQUEST);
+  const source = env();
+  await saveRootguard(source);
+  const exported = await call(source, Msg.ROOTGUARD_EXPORT, {});
+  const { record } = exported.data;
+  assert.equal(record.format, "veil.rootguard.record");
+  assert.equal(record.version, 1);
+  assert.deepEqual(record.trueValues, { age: 52 });
+  // Into a browser with nothing: taken, with an import event.
+  const fresh = env();
+  const imported = await call(fresh, Msg.ROOTGUARD_IMPORT, { record });
+  assert.equal(imported.data.relation, "new");
+  const stored = (await fresh.local.get("rootguard")).rootguard;
+  assert.deepEqual(stored.state, record.state);
+  assert.equal(stored.events.at(-1).event, "imported");
+  // The same record again: nothing changes.
+  const same = await call(fresh, Msg.ROOTGUARD_IMPORT, { record });
+  assert.equal(same.data.relation, "same");
+  assert.deepEqual((await fresh.local.get("rootguard")).rootguard, stored);
+  // A conflicting record: refused, the stored one untouched.
+  const conflict = await call(fresh, Msg.ROOTGUARD_IMPORT, { record: { ...record, state: { draws: -1 } } });
+  assert.equal(conflict.error.code, ErrorCode.BAD_REQUEST);
+  assert.match(conflict.error.message, /nothing was changed: age was drawn differently/);
+  assert.deepEqual((await fresh.local.get("rootguard")).rootguard, stored);
+  // A record that extends this one: taken.
+  const more = await call(fresh, Msg.ROOTGUARD_IMPORT, { record: { ...record, state: { draws: 5 } } });
+  assert.equal(more.data.relation, "extends");
+  assert.deepEqual((await fresh.local.get("rootguard")).rootguard.state, { draws: 5 });
+});

@@ -23,13 +23,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from py_core.errors import InvalidParameterError, ProfileError, StateError, VeilError
-from py_core.rootguard.cache import STATE_FORMAT, RootCache, _checksum
+from py_core.rootguard.cache import STATE_FORMAT, RootCache, _checksum, canonical_json
 from py_core.rootguard.mechanism import resolve_rng
 from py_core.rootguard.profile import Profile, load_profile
 from py_core.rootguard.text import find_mentions, replace_mentions
 
 __all__ = [
     "DEFAULT_PROFILE",
+    "RECORD_FORMAT",
+    "compare_records",
     "describe",
     "init_state",
     "ledger",
@@ -386,3 +388,50 @@ def describe(profile: Mapping[str, Any]) -> dict[str, Any]:
         for name, spec in prof.derived.items()
     }
     return {"budget": prof.budget, "target": prof.target, "roots": roots, "derived": derived}
+
+
+# The format tag of an exported record (the options page, ``veil rootguard export``).
+RECORD_FORMAT = "veil.rootguard.record"
+
+
+def compare_records(here: Mapping[str, Any], incoming: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """How ``incoming`` relates to ``here``: ``("same" | "extends" | "conflict", reasons)``.
+
+    Both are records ``{profile, trueValues, state}`` (the shape the extension stores
+    and ``veil rootguard export`` writes).  ``extends``: the same profile and true
+    values, every draw here kept unchanged in ``incoming`` and its ledger a
+    continuation of this one (the other side drew roots this side had not yet
+    needed).  Anything else is a conflict: two independent draws of one value must
+    never be merged, since using both spends its budget twice.  Reasons name values,
+    never their numbers.  The extension's import and the companion's record share this.
+    """
+    reasons = []
+    if canonical_json(here.get("profile")) != canonical_json(incoming.get("profile")):
+        reasons.append("the profiles differ (roots, domains, privacy units, budget or formulas)")
+    ours_true = dict(here.get("trueValues") or {})
+    theirs_true = dict(incoming.get("trueValues") or {})
+    if ours_true != theirs_true:
+        names = sorted(
+            n for n in set(ours_true) | set(theirs_true) if ours_true.get(n) != theirs_true.get(n)
+        )
+        reasons.append(f"the true values differ for {', '.join(names)}")
+    here_state = here.get("state") or {}
+    in_state = incoming.get("state") or {}
+    ours, theirs = here_state.get("roots", {}), in_state.get("roots", {})
+    redrawn = sorted(n for n in ours if n in theirs and ours[n] != theirs[n])
+    dropped = sorted(n for n in ours if n not in theirs)
+    if redrawn:
+        reasons.append(
+            f"{', '.join(redrawn)} were drawn differently (two independent draws of the same "
+            "value: using both spends its budget twice)"
+        )
+    if dropped:
+        reasons.append(f"{', '.join(dropped)} are drawn here but not in the file")
+    ledger_here, ledger_in = here_state.get("ledger", []), in_state.get("ledger", [])
+    if ledger_in[: len(ledger_here)] != ledger_here:
+        reasons.append("the ledgers differ (the file's ledger does not continue this one)")
+    if reasons:
+        return "conflict", reasons
+    if here_state.get("checksum") == in_state.get("checksum"):
+        return "same", []
+    return "extends", []

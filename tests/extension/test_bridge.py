@@ -206,3 +206,32 @@ def test_rootguard_init_view_and_reset() -> None:
     assert len(view["ledger"]) == 1
     reset = call("rootguard_reset", profile=profile, trueValues=TRUE, state=init["state"])
     assert len(reset["result"]["ledger"]) == 2
+
+
+def test_rootguard_import_check_says_new_same_or_conflict_and_refuses_a_broken_record() -> None:
+    """The options page's import: py_core's comparison; a corrupted or foreign file is refused."""
+    here = rootguard_args()
+    exported = {"format": "veil.rootguard.record", "version": 1, **here, "events": []}
+    new = call("rootguard_import_check", record=exported, here=None)["result"]
+    assert new["relation"] == "new" and new["record"]["state"] == here["state"]
+    assert new["noisy"] == api.noisy_values(here["profile"], here["state"])
+    same = call("rootguard_import_check", record={"rootguard": exported}, here=here)["result"]
+    assert same["relation"] == "same" and same["reasons"] == []
+    redrawn = dict(exported, state=api.init_state(here["profile"], TRUE))
+    conflict = call("rootguard_import_check", record=redrawn, here=here)["result"]
+    assert conflict["relation"] == "conflict"
+    assert any("drawn differently" in r for r in conflict["reasons"])
+    assert not any(str(TRUE["weight_kg"]) in r for r in conflict["reasons"])  # names, not values
+    other_truth = dict(exported, trueValues={**TRUE, "age": 53})
+    assert "true values differ" in " ".join(
+        call("rootguard_import_check", record=other_truth, here=here)["result"]["reasons"]
+    )
+    tampered = copy.deepcopy(exported)
+    root = next(iter(tampered["state"]["roots"]))
+    tampered["state"]["roots"][root]["index"] += 1
+    broken = call("rootguard_import_check", record=tampered, here=None)
+    assert not broken["ok"] and broken["error"]["code"] == "StateError"
+    foreign = call("rootguard_import_check", record={**exported, "format": "x"}, here=None)
+    assert not foreign["ok"] and "expected 'veil.rootguard.record'" in foreign["error"]["message"]
+    partial = call("rootguard_import_check", record={"profile": here["profile"]}, here=None)
+    assert not partial["ok"] and "lacks trueValues, state" in partial["error"]["message"]

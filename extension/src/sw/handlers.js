@@ -263,6 +263,34 @@ async function rootguardReset(ext, data) {
   });
 }
 
+const RECORD_FORMAT = "veil.rootguard.record";
+
+async function rootguardExport(ext) {
+  const rootguard = await loadRootguard(ext);
+  if (!rootguard?.state) throw badRequest("RootGuard has no drawn values to export yet; save your profile first");
+  const { profile, trueValues, state, events } = rootguard;
+  return { record: { format: RECORD_FORMAT, version: 1, profile, trueValues, state, events: events || [] } };
+}
+
+async function rootguardImport(ext, data) {
+  const settings = await loadSettings(ext);
+  return ext.withLock(ROOTGUARD_LOCK, async () => {
+    const here = await loadRootguard(ext);
+    const hereRecord = here?.state ? { profile: here.profile, trueValues: here.trueValues || {}, state: here.state } : null;
+    const checked = await callCore(ext, Op.ROOTGUARD_IMPORT_CHECK, { record: data.record, here: hereRecord }, settings.coreTimeoutMs);
+    if (checked.relation === "conflict") {
+      // Never merged: two independent draws of one value would spend its budget twice.
+      throw badRequest(`this record does not match the one in this browser, nothing was changed: ${checked.reasons.join("; ")}`);
+    }
+    if (checked.relation !== "same") {
+      const events = [...(here?.events || checked.record.events || []), { ts: Date.now(), event: "imported", reason: `${checked.relation} record imported from a file` }];
+      await saveRootguard(ext, { ...checked.record, events });
+    }
+    const { state, noisy, ledger, describe } = checked;
+    return { relation: checked.relation, state, noisy, ledger, describe };
+  });
+}
+
 // ---------------------------------------------------------------- the core's status
 
 async function coreStatus(ext, data) {
@@ -297,6 +325,8 @@ export const HANDLERS = Object.freeze({
   [Msg.GET_HISTORY]: getHistory,
   [Msg.ROOTGUARD_SAVE]: rootguardSave,
   [Msg.ROOTGUARD_RESET]: rootguardReset,
+  [Msg.ROOTGUARD_EXPORT]: rootguardExport,
+  [Msg.ROOTGUARD_IMPORT]: rootguardImport,
   [Msg.PAGE_CHECK]: pageCheck,
 });
 
