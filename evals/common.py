@@ -328,3 +328,8 @@ def nan_to_none(value: Any) -> Any:
     if isinstance(value, list):
         return [nan_to_none(v) for v in value]
     return value
+
+
+def find_row(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
+    """The first result row whose fields equal ``match`` (None if there is none)."""
+    return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)

@@ -23,6 +23,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+from evals.common import find_row
 from evals.krr.config import FULL, SMOKE, Config
 
 __all__ = ["FULL", "SMOKE", "add_arguments", "evaluate", "goal_notes", "render"]
@@ -73,16 +74,12 @@ def render(out: Path) -> Path:
     return write_report(results, out)
 
 
-def _find(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
-    return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)
-
-
 def goal_notes(results: Any) -> list[str]:
     """Plain statements of each goal met or missed, from the measured numbers."""
     notes = []
     main = "noisy-channel+bigram"
-    s6 = _find(results.restoration, restorer=main, epsilon=6.0, group="sensitive", **{"pass": 1})
-    n6 = _find(
+    s6 = find_row(results.restoration, restorer=main, epsilon=6.0, group="sensitive", **{"pass": 1})
+    n6 = find_row(
         results.restoration, restorer=main, epsilon=6.0, group="non-sensitive", **{"pass": 1}
     )
     if s6 and n6:
@@ -107,7 +104,7 @@ def goal_notes(results: Any) -> list[str]:
             "cities, weekdays, professions, company words) are restored like common words, so the "
             "sensitive rate sits above Pr[T0] at mid ε; rare names and numbers stay at or below it."
         )
-    rare = _find(
+    rare = find_row(
         results.restoration,
         restorer=main,
         epsilon=6.0,
@@ -132,10 +129,10 @@ def goal_notes(results: Any) -> list[str]:
             f"{rare['n_words']} at ε=6): restored {100 * rare['restored']:.1f}% vs Pr[T0] "
             f"{100 * rare['pr_t0']:.1f}% ({gap:+.1f} points), {verdict}"
         )
-    p1 = _find(
+    p1 = find_row(
         results.restoration, restorer=main, epsilon=6.0, group="non-sensitive", **{"pass": 1}
     )
-    p2 = _find(
+    p2 = find_row(
         results.restoration, restorer=main, epsilon=6.0, group="non-sensitive", **{"pass": 2}
     )
     if p1 and p2:
@@ -143,8 +140,8 @@ def goal_notes(results: Any) -> list[str]:
             f"Second restoration pass (offline restorer, ε=6): non-sensitive {100 * p1['restored']:.1f}% -> "
             f"{100 * p2['restored']:.1f}% -- as in the paper, a second pass adds little."
         )
-    llm = _find(results.llm, restorer="SmolLM2 pass 1", epsilon=6.0, group="non-sensitive")
-    off = _find(results.llm, restorer=main, epsilon=6.0, group="non-sensitive")
+    llm = find_row(results.llm, restorer="SmolLM2 pass 1", epsilon=6.0, group="non-sensitive")
+    off = find_row(results.llm, restorer=main, epsilon=6.0, group="non-sensitive")
     if llm and off:
         notes.append(
             f"SmolLM2-135M as restorer (ε=6, {llm['n_words']} non-sensitive words): {100 * llm['restored']:.1f}% "

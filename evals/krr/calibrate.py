@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from py_core.krr import implementation
 from py_core.preview import THRESHOLD, PreviewModel
@@ -23,8 +24,19 @@ class WordOutcome:
     restored: bool
 
 
-def fit(outcomes: Sequence[WordOutcome], epsilons: Sequence[float], restorer: str) -> PreviewModel:
-    """Restoration rate per (epsilon, Zipf bin, length), smoothed toward Pr[T0]."""
+def fit_cells(
+    cells: Iterable[tuple[float, int, float | None, bool, float]],
+    epsilons: Sequence[float],
+    keep_probability: Callable[[float], float],
+    restorer: str,
+    **extra: Any,
+) -> PreviewModel:
+    """Restoration rate per (epsilon, Zipf bin, length), smoothed toward each cell's mean Pr[T0].
+
+    ``cells`` are ``(epsilon, length, zipf, restored, pr_t0)`` per evaluated word;
+    ``keep_probability(eps)`` gives an empty cell's prior (``p ** length``).  The
+    English calibration and the per-script ones (``veil eval scripts``) both use this.
+    """
     shape = PreviewModel(
         epsilons=tuple(epsilons),
         zipf_edges=ZIPF_EDGES,
@@ -34,21 +46,23 @@ def fit(outcomes: Sequence[WordOutcome], epsilons: Sequence[float], restorer: st
             for _ in epsilons
         ),
         restorer=restorer,
+        **extra,
     )
+    cells = list(cells)
     n_bins = len(ZIPF_EDGES) + 2
     tables: list[list[tuple[float, ...]]] = []
     for eps in sorted(epsilons):
-        p = implementation(eps).keep_probability
+        p = keep_probability(eps)
         hits = [[0.0] * MAX_LENGTH for _ in range(n_bins)]
         count = [[0] * MAX_LENGTH for _ in range(n_bins)]
         prior = [[0.0] * MAX_LENGTH for _ in range(n_bins)]
-        for o in outcomes:
-            if o.epsilon != eps:
+        for cell_eps, length, zipf, restored, pr_t0 in cells:
+            if cell_eps != eps:
                 continue
-            z, col = shape.zipf_bin(o.zipf), min(o.length, MAX_LENGTH) - 1
-            hits[z][col] += o.restored
+            z, col = shape.zipf_bin(zipf), min(length, MAX_LENGTH) - 1
+            hits[z][col] += restored
             count[z][col] += 1
-            prior[z][col] += p**o.length
+            prior[z][col] += pr_t0
         table = []
         for z in range(n_bins):
             row = []
@@ -71,7 +85,20 @@ def fit(outcomes: Sequence[WordOutcome], epsilons: Sequence[float], restorer: st
         max_length=MAX_LENGTH,
         rates=tuple(tuple(t) for t in tables),
         restorer=restorer,
+        **extra,
     )
+
+
+def fit(outcomes: Sequence[WordOutcome], epsilons: Sequence[float], restorer: str) -> PreviewModel:
+    """Restoration rate per (epsilon, Zipf bin, length), smoothed toward Pr[T0]."""
+
+    def keep(eps: float) -> float:
+        return implementation(eps).keep_probability
+
+    cells = (
+        (o.epsilon, o.length, o.zipf, o.restored, keep(o.epsilon) ** o.length) for o in outcomes
+    )
+    return fit_cells(cells, epsilons, keep, restorer)
 
 
 def check(model: PreviewModel, outcomes: Sequence[WordOutcome]) -> dict[str, object]:

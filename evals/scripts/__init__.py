@@ -22,6 +22,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from evals.common import find_row
 from evals.scripts.config import FULL, SMOKE, Config
 
 __all__ = ["FULL", "SMOKE", "add_arguments", "evaluate", "goal_notes", "render"]
@@ -72,10 +73,6 @@ def render(out: Path) -> Path:
     return write_report(results, out)
 
 
-def _find(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
-    return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)
-
-
 def goal_notes(results: Any) -> list[str]:
     """The issue's goals, met or missed, from the measured numbers."""
     notes = []
@@ -83,13 +80,13 @@ def goal_notes(results: Any) -> list[str]:
     eps = float(ref.get("epsilon") or 6.0)
     names = {"ko": "Korean", "fr": "French"}
     for language in results.config["languages"]:
-        common = _find(
+        common = find_row(
             results.restoration, language=language, mode="scripts", epsilon=eps, group="common"
         )
-        sensitive = _find(
+        sensitive = find_row(
             results.restoration, language=language, mode="scripts", epsilon=eps, group="sensitive"
         )
-        ascii_common = _find(
+        ascii_common = find_row(
             results.restoration, language=language, mode="ascii", epsilon=eps, group="common"
         )
         if not (common and sensitive and ascii_common):
@@ -108,10 +105,10 @@ def goal_notes(results: Any) -> list[str]:
     if "fr" in results.config["languages"]:
         pairs = []
         for eps in results.config["epsilons"]:
-            half = _find(
+            half = find_row(
                 results.restoration, language="fr", mode="scripts", epsilon=eps / 2, group="common"
             )
-            whole = _find(
+            whole = find_row(
                 results.restoration, language="fr", mode="ascii", epsilon=eps, group="common"
             )
             if half and whole:

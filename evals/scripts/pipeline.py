@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evals.krr.calibrate import MAX_LENGTH, ZIPF_EDGES
+from evals.krr.calibrate import fit_cells
 from evals.scripts.config import MODES, Config
 from evals.scripts.corpus import Document, generate
 from py_core import alphabets, krr
@@ -206,55 +206,13 @@ def fit_calibration(
     records: Sequence[Record], epsilons: Sequence[float], language: str, restorer: str
 ) -> PreviewModel:
     """Restoration rate per (epsilon, Zipf bin, length), smoothed toward each cell's mean Pr[T0]."""
-    shape = PreviewModel(
-        epsilons=tuple(epsilons),
-        zipf_edges=ZIPF_EDGES,
-        max_length=MAX_LENGTH,
-        rates=tuple(
-            tuple(tuple(0.0 for _ in range(MAX_LENGTH)) for _ in range(len(ZIPF_EDGES) + 2))
-            for _ in epsilons
-        ),
-        restorer=restorer,
-        language=language,
-    )
-    n_bins = len(ZIPF_EDGES) + 2
-    tables: list[list[tuple[float, ...]]] = []
-    for eps in sorted(epsilons):
-        per_char = alphabets.cost_table(eps, language == "fr")
-        script = "hangul" if language == "ko" else "latin"
-        p_char = per_char[script].keep_probability
-        hits = [[0.0] * MAX_LENGTH for _ in range(n_bins)]
-        count = [[0] * MAX_LENGTH for _ in range(n_bins)]
-        prior = [[0.0] * MAX_LENGTH for _ in range(n_bins)]
-        for r in records:
-            if r.epsilon != eps:
-                continue
-            z, col = shape.zipf_bin(r.zipf), min(r.length, MAX_LENGTH) - 1
-            hits[z][col] += r.restored
-            count[z][col] += 1
-            prior[z][col] += r.pr_t0
-        table = []
-        for z in range(n_bins):
-            row = []
-            for col in range(MAX_LENGTH):
-                n = count[z][col]
-                base = prior[z][col] / n if n else p_char ** (col + 1)
-                row.append((hits[z][col] + PRIOR_STRENGTH * base) / (n + PRIOR_STRENGTH))
-            table.append(tuple(row))
-        tables.append(table)
-    for i in range(1, len(tables)):
-        tables[i] = [
-            tuple(max(a, b) for a, b in zip(prev, cur, strict=True))
-            for prev, cur in zip(tables[i - 1], tables[i], strict=True)
-        ]
-    return PreviewModel(
-        epsilons=tuple(float(e) for e in sorted(epsilons)),
-        zipf_edges=ZIPF_EDGES,
-        max_length=MAX_LENGTH,
-        rates=tuple(tuple(t) for t in tables),
-        restorer=restorer,
-        language=language,
-    )
+    script = "hangul" if language == "ko" else "latin"
+
+    def keep(eps: float) -> float:
+        return alphabets.cost_table(eps, language == "fr")[script].keep_probability
+
+    cells = ((r.epsilon, r.length, r.zipf, r.restored, r.pr_t0) for r in records)
+    return fit_cells(cells, epsilons, keep, restorer, language=language)
 
 
 def _check(model: PreviewModel, records: Sequence[Record]) -> dict[str, Any]:
