@@ -415,44 +415,22 @@ class DocumentStore:
         """Exact cosine top-``k`` chunks of ``collection`` for the query vector."""
         if k < 1:
             raise InvalidParameterError(f"top_k must be >= 1; got {k!r}")
-        validate_collection_name(collection)
-        q = np.asarray(query, dtype=np.float32).reshape(-1)
-        q = q / max(float(np.linalg.norm(q)), 1e-12)
-        with self._lock:
-            matrix = self._matrix(collection)
-            if matrix.ids.size == 0:
-                return []
-            if matrix.vectors.shape[1] != q.shape[0]:
-                raise InvalidParameterError(
-                    f"query has {q.shape[0]} dimensions, the store {matrix.vectors.shape[1]}"
-                )
-            scores = matrix.vectors @ q
-            top = np.argsort(-scores, kind="stable")[:k]
-            hits = []
-            for i in top:
-                row = self._conn.execute(
-                    'SELECT k.id, k.document_id, k.idx, k.text, k.start, k."end", d.name '
-                    "FROM chunks k JOIN documents d ON d.id = k.document_id WHERE k.id = ?",
-                    (int(matrix.ids[i]),),
-                ).fetchone()
-                hits.append(
-                    Hit(
-                        chunk_id=int(row["id"]),
-                        document_id=int(row["document_id"]),
-                        document=row["name"],
-                        collection=collection,
-                        index=int(row["idx"]),
-                        text=row["text"],
-                        start=int(row["start"]),
-                        end=int(row["end"]),
-                        score=float(scores[i]),
-                    )
-                )
-        return hits
+        return self._ranked(collection, query, k=k)
 
     # ------------------------------------------------------------------- budget
     def scored_chunks(self, collection: str, query: np.ndarray, min_score: float) -> list[Hit]:
         """Every chunk of ``collection`` whose cosine score is >= ``min_score``, best first."""
+        return self._ranked(collection, query, min_score=min_score)
+
+    def _ranked(
+        self,
+        collection: str,
+        query: np.ndarray,
+        *,
+        k: int | None = None,
+        min_score: float | None = None,
+    ) -> list[Hit]:
+        """Chunks by exact cosine score, best first: the top ``k`` and/or those >= ``min_score``."""
         validate_collection_name(collection)
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         q = q / max(float(np.linalg.norm(q)), 1e-12)
@@ -465,7 +443,9 @@ class DocumentStore:
                     f"query has {q.shape[0]} dimensions, the store {matrix.vectors.shape[1]}"
                 )
             scores = matrix.vectors @ q
-            order = [int(i) for i in np.argsort(-scores, kind="stable") if scores[i] >= min_score]
+            order = [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
+            if min_score is not None:
+                order = [i for i in order if scores[i] >= min_score]
             hits = []
             for i in order:
                 row = self._conn.execute(
