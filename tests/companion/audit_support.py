@@ -6,21 +6,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from companion.audit.hidden import TargetModel
 from companion.audit.jobs import JobManager
 from companion.audit.ranker import SetupConfig
 from companion.audit.service import ModelPool
+from tests.companion.fakes import ConstantEmbedder
 
 SMALL = SetupConfig(sequences=64, length=20, generation_batch=32, epochs=3, hidden=96)
-
-
-class NoEmbedder:
-    """The chat's document embedder is not used by the audit routes."""
-
-    def encode(self, texts, **kwargs):
-        return np.zeros((len(texts), 384), dtype=np.float32)
 
 
 def audit_app(
@@ -35,7 +27,6 @@ def audit_app(
     The job manager takes its limits from the settings, as the lifespan's does, and
     is the app's own (``app.state.audit_jobs``), so the app's shutdown cancels its jobs.
     """
-    from companion.api.deps import get_audit_jobs
     from companion.app import create_app
     from companion.settings import Settings
 
@@ -47,6 +38,4 @@ def audit_app(
         max_running=config.audit_max_running,
         abandon_after_s=config.audit_abandon_s,
     )
-    app = create_app(config, embedder=NoEmbedder(), audit_jobs=jobs)
-    app.dependency_overrides[get_audit_jobs] = lambda: jobs
-    return app
+    return create_app(config, embedder=ConstantEmbedder(), audit_jobs=jobs)

@@ -19,6 +19,7 @@ from companion.errors import APIError
 from companion.security import ensure_token
 from companion.settings import VEIL_EXTENSION_ID, Settings, veil_home
 from py_core.errors import StateError
+from tests.companion.fakes import ConstantEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -431,16 +432,9 @@ def test_dependencies_come_from_the_lifespan_and_can_be_overridden(tmp_path):
     class FakeRag:
         store = FakeStore()
 
-    app = create_app(Settings(home=tmp_path, preload_model=False), embedder=_ZeroEmbedder())
+    app = create_app(Settings(home=tmp_path, preload_model=False), embedder=ConstantEmbedder())
     with TestClient(app, base_url=BASE) as test_client:
         test_client.headers["Authorization"] = f"Bearer {app.state.token}"
         assert test_client.get("/healthz").json()["documents"] == 0
         app.dependency_overrides[get_rag] = FakeRag
         assert test_client.get("/healthz").json()["documents"] == 3
-
-
-class _ZeroEmbedder:
-    def encode(self, texts, **kwargs):
-        import numpy as np
-
-        return np.zeros((len(texts), 384), dtype=np.float32)

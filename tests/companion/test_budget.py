@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
 import math
 import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,6 +24,7 @@ from companion.rag.store import DocumentStore
 from companion.settings import Settings
 from py_core import accounting
 from py_core.errors import InsufficientBudgetError, InvalidParameterError
+from tests.companion.fakes import KeywordEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "http://127.0.0.1:8765"
@@ -35,23 +34,6 @@ DOCS = {
     "cats.txt": b"cats sleep sixteen hours a day",
     "gout-fever.txt": b"gout with fever needs a doctor",
 }
-
-
-class KeywordEmbedder:
-    """Counts of a few keywords (and a small constant): texts on one topic have cosine ~1."""
-
-    WORDS = ("gout", "asthma", "cats", "fever")
-
-    def encode(self, texts, **kwargs):
-        import numpy as np
-
-        out = np.zeros((len(texts), len(self.WORDS) + 1), dtype=np.float32)
-        for i, text in enumerate(texts):
-            words = text.lower().replace("?", " ").replace(".", " ").split()
-            for j, word in enumerate(self.WORDS):
-                out[i, j] = words.count(word)
-            out[i, -1] = 0.01
-        return out
 
 
 def _rag(path: Path) -> RagService:
@@ -281,7 +263,7 @@ from companion.decoding.config import DefenseConfig
 from companion.rag.budget import DocumentBudget
 from companion.rag.service import RagService
 from companion.rag.store import DocumentStore
-{embedder}
+from tests.companion.fakes import KeywordEmbedder
 store = DocumentStore(Path({path!r}))
 rag = RagService(store, KeywordEmbedder())
 budget = DocumentBudget(store, epsilon=1e6, delta=1e-6, threshold=0.5)
@@ -306,7 +288,6 @@ def _child(path: Path, commits: int, hang: bool) -> subprocess.Popen[str]:
         path=str(path),
         commits=commits,
         hang=hang,
-        embedder=textwrap.dedent(inspect.getsource(KeywordEmbedder)),
     )
     return subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

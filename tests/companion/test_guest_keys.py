@@ -26,6 +26,7 @@ from companion.keys import GUEST_ROUTES, KEY_PREFIX, KeyStore, keys_path, parse_
 from companion.models import load_causal_lm
 from py_core.errors import InvalidParameterError
 from tests.companion.audit_support import SMALL
+from tests.companion.fakes import ConstantEmbedder
 
 BASE = "http://127.0.0.1:8765"
 NOTE = (
@@ -76,15 +77,6 @@ def _tiny_chat_model(folder: Path) -> Path:
     return folder
 
 
-class SameEmbedder:
-    """Every text gets the same vector: every chunk is as relevant as can be (cosine 1)."""
-
-    def encode(self, texts, **kwargs):
-        import numpy as np
-
-        return np.ones((len(texts), 384), dtype=np.float32)
-
-
 def _app(home: Path, folder: Path, opener: Any, **settings: Any) -> Any:
     """The real app (every router, token, Host and Origin checks) on the tiny models."""
     from companion.api.deps import get_audit_jobs
@@ -95,7 +87,7 @@ def _app(home: Path, folder: Path, opener: Any, **settings: Any) -> Any:
 
     app = create_app(
         Settings(home=home, model=str(folder), preload_model=False, **settings),
-        embedder=SameEmbedder(),
+        embedder=ConstantEmbedder(1.0),
     )
     jobs = JobManager(pool=ModelPool(opener=opener), setup_config=SMALL)
     app.dependency_overrides[get_audit_jobs] = lambda: jobs
@@ -643,7 +635,7 @@ def test_the_pad_attacks_sent_with_a_guest_key_leak_nothing_through_citations(
         records=4, attacks=2, targeted=1, benign=0, attack_tokens=1, benign_tokens=1, smoke=True
     )
     result = run_guest_check(
-        small, model=str(folder), embedder=SameEmbedder(), allow_titles=allow_titles
+        small, model=str(folder), embedder=ConstantEmbedder(1.0), allow_titles=allow_titles
     )
     assert result["prompts"] == 3
     assert result["owner"]["max_longest_run"] >= 20 and result["owner"]["pii_values_found"] > 0

@@ -22,7 +22,6 @@ import time
 import zlib
 from pathlib import Path
 
-import numpy as np
 import psutil
 import pytest
 import torch
@@ -36,6 +35,7 @@ from companion.errors import APIError
 from companion.rag.chunking import TooManyChunksError, chunk_text
 from companion.rag.ingest import DocumentTooLargeError, extract_text
 from companion.settings import Settings
+from tests.companion.fakes import KeywordEmbedder
 
 BASE = "http://127.0.0.1:8765"
 TEMPLATE = (
@@ -44,21 +44,6 @@ TEMPLATE = (
 )
 INTERNALS = ("Traceback", "Error:", "RecursionError", "LookupError", "ZeroDivisionError",
              "TypeError", "ValueError", 'File "')  # fmt: skip
-
-
-class KeywordEmbedder:
-    """Counts of a few keywords: texts on one topic have cosine ~1."""
-
-    WORDS = ("gout", "asthma", "cats", "fever")
-
-    def encode(self, texts, **kwargs):
-        out = np.zeros((len(texts), len(self.WORDS) + 1), dtype=np.float32)
-        for i, text in enumerate(texts):
-            words = text.lower().replace("?", " ").replace(".", " ").split()
-            for j, word in enumerate(self.WORDS):
-                out[i, j] = words.count(word)
-            out[i, -1] = 0.01
-        return out
 
 
 class Burning:

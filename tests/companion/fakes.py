@@ -1,0 +1,34 @@
+"""Stand-ins the companion tests share: sentence embedders that load nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class KeywordEmbedder:
+    """Counts of a few keywords (and a small constant): texts on one topic have cosine ~1."""
+
+    WORDS = ("gout", "asthma", "cats", "fever")
+
+    def encode(self, texts: Any, **kwargs: Any) -> Any:
+        import numpy as np  # inside: the kill -9 test sends this class's source to a child
+
+        out = np.zeros((len(texts), len(self.WORDS) + 1), dtype=np.float32)
+        for i, text in enumerate(texts):
+            words = text.lower().replace("?", " ").replace(".", " ").split()
+            for j, word in enumerate(self.WORDS):
+                out[i, j] = words.count(word)
+            out[i, -1] = 0.01
+        return out
+
+
+class ConstantEmbedder:
+    """Every text gets the same 384-dimensional vector (0: retrieval unused; 1: all equal)."""
+
+    def __init__(self, value: float = 0.0) -> None:
+        self.value = value
+
+    def encode(self, texts: Any, **kwargs: Any) -> Any:
+        import numpy as np
+
+        return np.full((len(texts), 384), self.value, dtype=np.float32)
