@@ -107,9 +107,7 @@ class _Prepared:
         """400 when the conversation alone (no context) is over ``max_prompt_tokens``."""
         from companion.rag.prompt import build_messages, encode_chat
 
-        tokenizer = _tokenizer(engine)
-        if tokenizer is None:
-            return
+        tokenizer = engine.load().tokenizer
         count = len(encode_chat(tokenizer, build_messages(self.messages, "")))
         if count > settings.max_prompt_tokens:
             raise APIError(
@@ -125,10 +123,11 @@ class _Prepared:
         """Keep the retrieved chunks, best first, within ``context_token_budget`` tokens."""
         from companion.rag.prompt import fit_context
 
-        tokenizer = _tokenizer(engine)
-        if not self.hits or tokenizer is None:
+        if not self.hits:
             return
-        fitted = fit_context(tokenizer, [h.text for h in self.hits], settings.context_token_budget)
+        fitted = fit_context(
+            engine.load().tokenizer, [h.text for h in self.hits], settings.context_token_budget
+        )
         self.context_texts = fitted.texts
         self.context = fitted.report()
         for citation, kept in zip(self.citations, fitted.kept, strict=False):
@@ -156,12 +155,6 @@ class _Prepared:
         self.budget = admission.to_dict(is_guest=is_guest)
         if not is_guest:  # a guest's answer never carries chunk text
             self.citations = citations_for(self.hits)
-
-
-def _tokenizer(engine: Any) -> Any:
-    """The chat model's tokenizer (None for an engine without a model: the tests' fakes)."""
-    load = getattr(engine, "load", None)
-    return load().tokenizer if load is not None else None
 
 
 def _role(role: str) -> str:

@@ -32,3 +32,17 @@ class ConstantEmbedder:
         import numpy as np
 
         return np.full((len(texts), 384), self.value, dtype=np.float32)
+
+
+class WordTokenizer:
+    """One token per whitespace-separated word; a chat template that joins the messages."""
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return [len(word) for word in text.split()]
+
+    def decode(self, ids: Any, **kwargs: Any) -> str:
+        return " ".join("x" * int(i) for i in ids)
+
+    def apply_chat_template(self, messages: Any, **kwargs: Any) -> dict[str, list[int]]:
+        text = " ".join(f"<{m['role']}> {m['content']}" for m in messages)
+        return {"input_ids": self.encode(text)}

@@ -24,7 +24,7 @@ from companion.rag.store import DocumentStore
 from companion.settings import Settings
 from py_core import accounting
 from py_core.errors import InsufficientBudgetError, InvalidParameterError
-from tests.companion.fakes import KeywordEmbedder
+from tests.companion.fakes import KeywordEmbedder, WordTokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "http://127.0.0.1:8765"
@@ -396,6 +396,9 @@ class FakeEngine:
     """The engine's interface without a model: the answer is one fixed word."""
 
     model_id = "fake"
+
+    def load(self):
+        return SimpleNamespace(tokenizer=WordTokenizer())
 
     def check_queue(self):
         pass
