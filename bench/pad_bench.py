@@ -46,9 +46,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from companion.decoding.base import secure_generator
     from companion.decoding.config import DefenseConfig
     from companion.decoding.generate import build_mechanism, generate_tokens
+    from companion.decoding.noise import secure_generator
     from companion.decoding.registry import DEFENSES
     from companion.models import load_causal_lm, load_embedder
     from companion.rag.prompt import build_prompt

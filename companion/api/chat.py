@@ -163,8 +163,8 @@ def _role(role: str) -> str:
 
 def _make_work(engine: Any, prep: _Prepared, result: Any) -> Any:
     def work(cancel: threading.Event) -> Iterator[str]:
-        from companion.decoding.base import secure_generator
         from companion.decoding.generate import generate_tokens
+        from companion.decoding.noise import secure_generator
         from companion.rag.prompt import build_prompt
 
         lm = engine.load()

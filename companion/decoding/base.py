@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import torch
 from transformers import LogitsProcessor
 
-from companion.decoding.noise import NoiseSource, check_source, noise_source
+from companion.decoding.noise import NoiseSource, check_source
 from py_core.accounting import GaussianEvent, RdpAccountant
 from py_core.errors import InvalidParameterError
 
@@ -116,11 +116,6 @@ def calibrate_sigma(epsilon: float, sensitivity: float, delta: float, steps: int
         if hi / lo < 1 + 1e-9:
             break
     return hi
-
-
-def secure_generator(device: str = "cpu", seed: int | None = None) -> NoiseSource:
-    """The defenses' noise: the OS CSPRNG, or a seeded generator for tests when ``seed`` is set."""
-    return noise_source(device, seed)
 
 
 # ------------------------------------------------------------------ the per-answer step

@@ -86,8 +86,8 @@ class SeededNoise(NoiseSource):
         return float(draw)
 
 
-def noise_source(device: str = "cpu", seed: int | None = None) -> NoiseSource:
-    """The CSPRNG source, or a seeded one when ``seed`` is given (tests/experiments only)."""
+def secure_generator(device: str = "cpu", seed: int | None = None) -> NoiseSource:
+    """The defenses' noise: the OS CSPRNG, or a seeded one when ``seed`` is given (tests only)."""
     return SecureNoise() if seed is None else SeededNoise(int(seed), device)
 
 

@@ -105,9 +105,9 @@ def run_evaluation(
     """
     import torch
 
-    from companion.decoding.base import secure_generator
     from companion.decoding.config import DefenseConfig
     from companion.decoding.generate import generate_text
+    from companion.decoding.noise import secure_generator
     from companion.models import embedder_path, load_causal_lm, load_embedder
     from companion.rag.prompt import build_prompt
     from companion.rag.service import RagService

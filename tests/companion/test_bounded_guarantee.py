@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 import torch
 
-from companion.decoding.base import BuildContext, secure_generator
+from companion.decoding.base import BuildContext
 from companion.decoding.config import DefenseConfig
 from companion.decoding.defenses.bounded import BoundedConfig, BoundedFusion
 from companion.decoding.generate import build_mechanism, generate_tokens
+from companion.decoding.noise import secure_generator
 
 CONTEXTS = [
     "",

@@ -14,8 +14,8 @@ def test_copy_aware_pad_stops_a_verbatim_copy():
     """Undefended greedy decoding copies >= 20 words and PII; copy-aware PAD does not."""
     import torch
 
-    from companion.decoding.base import secure_generator
     from companion.decoding.generate import generate_text
+    from companion.decoding.noise import secure_generator
     from companion.models import load_causal_lm
     from companion.rag.prompt import build_prompt
 

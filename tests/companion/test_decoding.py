@@ -12,14 +12,13 @@ from companion.decoding.base import (
     calibrate_sigma,
     clip_l2,
     receipt_epsilon,
-    secure_generator,
 )
 from companion.decoding.config import DefenseConfig
 from companion.decoding.defenses.bounded import BoundedConfig, BoundedFusion
 from companion.decoding.defenses.copy_aware import CopyAwareConfig, CopyAwareProcessor
 from companion.decoding.defenses.pad import PADConfig, PADProcessor
 from companion.decoding.defenses.static import StaticNoiseConfig, StaticNoiseProcessor
-from companion.decoding.noise import NoiseSource, SecureNoise, SeededNoise
+from companion.decoding.noise import NoiseSource, SecureNoise, SeededNoise, secure_generator
 from companion.decoding.receipt import build_receipt
 from companion.decoding.screening import RunTracker, pii_spans
 from py_core.errors import InvalidParameterError

@@ -226,9 +226,9 @@ def test_a_client_that_goes_away_does_not_free_the_model_early():
 
 def test_prefill_checks_the_cancel_flag_between_chunks(tiny_chat):
     """generate_tokens stops within one prefill chunk once cancelled; no decoding step runs."""
-    from companion.decoding.base import secure_generator
     from companion.decoding.config import DefenseConfig
     from companion.decoding.generate import GenerationResult, generate_tokens
+    from companion.decoding.noise import secure_generator
 
     _, loaded = tiny_chat
     cancel = threading.Event()
@@ -273,9 +273,9 @@ class _Counting:
 
 def test_chunked_prefill_gives_the_same_answer(tiny_chat):
     """Prefill in chunks of 7 and in one pass give the same greedy tokens."""
-    from companion.decoding.base import secure_generator
     from companion.decoding.config import DefenseConfig
     from companion.decoding.generate import generate_text
+    from companion.decoding.noise import secure_generator
 
     _, loaded = tiny_chat
     prompt = list(range(5, 60))
