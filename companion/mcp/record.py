@@ -28,7 +28,6 @@ import contextlib
 import copy
 import fcntl
 import json
-import math
 import os
 import threading
 import time
@@ -39,7 +38,6 @@ from typing import Any
 
 from py_core.errors import StateError
 from py_core.rootguard import api
-from py_core.rootguard.profile import load_profile
 
 __all__ = [
     "RECORD_FORMAT",
@@ -48,7 +46,6 @@ __all__ = [
     "compare_records",
     "parse_record",
     "record_path",
-    "true_value_problems",
 ]
 
 RECORD_FORMAT = api.RECORD_FORMAT
@@ -85,71 +82,14 @@ class Record:
         return replace(self, state=dict(state), events=events)
 
 
-def true_value_problems(profile: Mapping[str, Any], truth: Mapping[str, Any]) -> list[str]:
-    """What is wrong with ``truth`` for ``profile``, naming values but never their numbers."""
-    prof = load_profile(copy.deepcopy(dict(profile)))
-    problems = []
-    for name, value in truth.items():
-        if value is None:
-            continue
-        if name not in prof.roots and name not in prof.derived:
-            problems.append(f"{name!r} is not a value of the profile")
-        elif (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
-            problems.append(f"the true value of {name!r} is not a finite number")
-        elif (
-            name in prof.roots and not prof.roots[name].grid.lo <= value <= prof.roots[name].grid.hi
-        ):
-            grid = prof.roots[name].grid
-            problems.append(
-                f"the true value of {name!r} is outside its public domain [{grid.lo:g}, {grid.hi:g}]"
-            )
-    return problems
-
-
 def parse_record(data: object, where: str = "the record") -> Record:
-    """A :class:`Record` from any of the accepted shapes; every problem raises a StateError.
-
-    The state is restored against the profile (checksum, parameters), so a record
-    that could not be used is refused here, before anything is written.
-    """
-    if isinstance(data, Mapping) and set(data) == {"rootguard"}:
-        data = data["rootguard"]
-    if not isinstance(data, Mapping):
-        raise StateError(f"{where} is not a RootGuard record (a JSON object)")
-    tag = data.get("format")
-    if tag is not None and (tag != RECORD_FORMAT or data.get("version") != 1):
-        raise StateError(
-            f"{where} has format {tag!r} version {data.get('version')!r}; expected "
-            f"{RECORD_FORMAT!r} version 1 (an export of the options page or 'veil rootguard export')"
-        )
-    missing = [k for k in ("profile", "trueValues", "state") if data.get(k) is None]
-    if missing:
-        raise StateError(
-            f"{where} lacks {', '.join(missing)}: it is not a RootGuard record, or RootGuard "
-            "was never set up where it came from"
-        )
-    profile, truth, state = data["profile"], data["trueValues"], data["state"]
-    problems = api.validate_profile(profile)
-    if problems:
-        raise StateError(f"{where}: its profile has problems: " + "; ".join(problems))
-    if not isinstance(truth, Mapping):
-        raise StateError(f"{where}: trueValues must be an object of name -> number")
-    bad = true_value_problems(profile, truth)
-    if bad:
-        raise StateError(f"{where}: " + "; ".join(bad))
-    api.noisy_values(profile, state)  # StateError when corrupted or mismatched
-    events = data.get("events") or []
-    if not isinstance(events, list) or not all(isinstance(e, Mapping) for e in events):
-        raise StateError(f"{where}: events must be a list of objects")
+    """A :class:`Record` from any accepted shape (:func:`py_core.rootguard.api.check_record`)."""
+    checked = api.check_record(data, where)
     return Record(
-        profile=copy.deepcopy(dict(profile)),
-        true_values={k: float(v) for k, v in truth.items() if v is not None},
-        state=copy.deepcopy(dict(state)),
-        events=tuple(dict(e) for e in events),
+        profile=checked["profile"],
+        true_values=checked["trueValues"],
+        state=checked["state"],
+        events=tuple(checked["events"]),
     )
 
 

@@ -214,42 +214,16 @@ def op_rootguard_view(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def op_rootguard_import_check(args: dict[str, Any]) -> dict[str, Any]:
-    """Check a record to import against the one held here: same, extends, or conflict.
+    """Check a record to import against the one held here: new, same, extends, or conflict.
 
-    The incoming record must be whole and usable (profile valid, state restorable
-    against it: checksum and parameters); ``here`` is the extension's record or null.
+    The incoming record must be whole and usable (:func:`py_core.rootguard.api.check_record`);
+    ``here`` is the extension's record or null.
     """
     api = _require_rootguard()
-    incoming = args.get("record")
-    if isinstance(incoming, dict) and set(incoming) == {"rootguard"}:
-        incoming = incoming["rootguard"]
-    if not isinstance(incoming, dict):
-        raise BridgeError("bad-request", "the file is not a RootGuard record (a JSON object)")
-    tag = incoming.get("format")
-    if tag is not None and (tag != api.RECORD_FORMAT or incoming.get("version") != 1):
-        raise BridgeError(
-            "bad-request",
-            f"the file has format {tag!r} version {incoming.get('version')!r}; expected "
-            f"{api.RECORD_FORMAT!r} version 1 (an export of the options page or 'veil rootguard "
-            "export')",
-        )
-    missing = [k for k in ("profile", "trueValues", "state") if incoming.get(k) is None]
-    if missing:
-        raise BridgeError(
-            "bad-request",
-            f"the file lacks {', '.join(missing)}: it is not a RootGuard record, or RootGuard "
-            "was never set up where it came from",
-        )
-    profile = _checked_profile(api, incoming["profile"])
-    view = _view(api, profile, incoming["state"])  # StateError when corrupted or mismatched
+    record = api.check_record(args.get("record"), "the file")
     here = args.get("here")
-    relation, reasons = ("new", []) if not here else api.compare_records(here, incoming)
-    record = {
-        "profile": profile,
-        "trueValues": incoming["trueValues"],
-        "state": incoming["state"],
-        "events": list(incoming.get("events") or []),
-    }
+    relation, reasons = ("new", []) if not here else api.compare_records(here, record)
+    view = _view(api, record["profile"], record["state"])
     return {"relation": relation, "reasons": reasons, "record": record, **view}
 
 

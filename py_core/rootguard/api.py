@@ -31,6 +31,7 @@ from py_core.rootguard.text import find_mentions, replace_mentions
 __all__ = [
     "DEFAULT_PROFILE",
     "RECORD_FORMAT",
+    "check_record",
     "compare_records",
     "describe",
     "init_state",
@@ -392,6 +393,77 @@ def describe(profile: Mapping[str, Any]) -> dict[str, Any]:
 
 # The format tag of an exported record (the options page, ``veil rootguard export``).
 RECORD_FORMAT = "veil.rootguard.record"
+
+
+def _true_value_problems(profile: Mapping[str, Any], truth: Mapping[str, Any]) -> list[str]:
+    """What is wrong with ``truth`` for ``profile``, naming values but never their numbers."""
+    prof = load_profile(copy.deepcopy(dict(profile)))
+    problems = []
+    for name, value in truth.items():
+        if value is None:
+            continue
+        if name not in prof.roots and name not in prof.derived:
+            problems.append(f"{name!r} is not a value of the profile")
+        elif (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            problems.append(f"the true value of {name!r} is not a finite number")
+        elif (
+            name in prof.roots and not prof.roots[name].grid.lo <= value <= prof.roots[name].grid.hi
+        ):
+            grid = prof.roots[name].grid
+            problems.append(
+                f"the true value of {name!r} is outside its public domain [{grid.lo:g}, {grid.hi:g}]"
+            )
+    return problems
+
+
+def check_record(data: object, where: str = "the record") -> dict[str, Any]:
+    """A record ``{profile, trueValues, state, events}`` checked whole; StateError otherwise.
+
+    Accepted shapes: the export (``format`` = :data:`RECORD_FORMAT`, version 1), the
+    bare record the extension stores, or ``{"rootguard": record}``.  The state is
+    restored against the profile (checksum, parameters), so a record that could not
+    be used is refused here, before anything is written.  The extension's import
+    and the companion's record both call this.
+    """
+    if isinstance(data, Mapping) and set(data) == {"rootguard"}:
+        data = data["rootguard"]
+    if not isinstance(data, Mapping):
+        raise StateError(f"{where} is not a RootGuard record (a JSON object)")
+    tag = data.get("format")
+    if tag is not None and (tag != RECORD_FORMAT or data.get("version") != 1):
+        raise StateError(
+            f"{where} has format {tag!r} version {data.get('version')!r}; expected "
+            f"{RECORD_FORMAT!r} version 1 (an export of the options page or 'veil rootguard export')"
+        )
+    missing = [k for k in ("profile", "trueValues", "state") if data.get(k) is None]
+    if missing:
+        raise StateError(
+            f"{where} lacks {', '.join(missing)}: it is not a RootGuard record, or RootGuard "
+            "was never set up where it came from"
+        )
+    profile, truth, state = data["profile"], data["trueValues"], data["state"]
+    problems = validate_profile(profile)
+    if problems:
+        raise StateError(f"{where}: its profile has problems: " + "; ".join(problems))
+    if not isinstance(truth, Mapping):
+        raise StateError(f"{where}: trueValues must be an object of name -> number")
+    bad = _true_value_problems(profile, truth)
+    if bad:
+        raise StateError(f"{where}: " + "; ".join(bad))
+    noisy_values(profile, state)  # StateError when corrupted or mismatched
+    events = data.get("events") or []
+    if not isinstance(events, list) or not all(isinstance(e, Mapping) for e in events):
+        raise StateError(f"{where}: events must be a list of objects")
+    return {
+        "profile": copy.deepcopy(dict(profile)),
+        "trueValues": {k: float(v) for k, v in truth.items() if v is not None},
+        "state": copy.deepcopy(dict(state)),
+        "events": [dict(e) for e in events],
+    }
 
 
 def compare_records(here: Mapping[str, Any], incoming: Mapping[str, Any]) -> tuple[str, list[str]]:
