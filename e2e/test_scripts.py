@@ -84,6 +84,8 @@ def test_everything_into_ascii_chosen_in_the_popup(browser: Browser) -> None:
     popup.check("#into-ascii")
     wait_saved(popup, before)
     assert browser.storage()["settings"]["sites"]["chatgpt"]["alphabets"] == "ascii"
+    # The explanation is computed by the core after the save; the newest answer must win.
+    popup.wait_for_selector("#explain[data-state=ascii]", timeout=30_000)
     assert "hidden" in popup.inner_text("#explain")
     popup.close()
     sent = send(browser, "chatgpt.com", KOREAN)

@@ -89,10 +89,15 @@ async function renderCheck(site) {
   changed.hidden = !(check.custom || !check.adapterFound) || !site.enabled;
 }
 
+let explainRun = 0;
+
 async function explain(epsilon) {
   const ascii = window.__veilSite?.alphabets === "ascii";
+  const run = ++explainRun; // an older answer (another ε or alphabet) must not overwrite a newer one
+  $("explain").dataset.state = "pending";
   try {
     const e = await send(Msg.EXPLAIN, { epsilon });
+    if (run !== explainRun) return;
     const base =
       `About ${percent(e.changedShare)} of characters are replaced by random ones. ` +
       `A 6-letter name arrives intact with probability ${percent(e.nameIntact6, 1)} (p⁶, p = ${e.keepProbability.toFixed(3)}). ` +
@@ -102,8 +107,11 @@ async function explain(epsilon) {
       : `${base} Each character is replaced only by characters of its own script (é by è or e, 한 by another Hangul syllable), so which script each character is in stays visible, like the spaces. ` +
         `A Korean syllable is three letters, each perturbed (ε ${e.scripts.hangul.epsilonPerChar.toFixed(1)} per syllable): a 3-syllable name arrives intact with probability ${percent(e.koreanNameIntact3, 1)}. ` +
         `Characters of other scripts (Chinese, emoji) still become random ASCII ones. Tick "Everything into ASCII" to hide the script.`;
+    $("explain").dataset.state = ascii ? "ascii" : "scripts";
   } catch (err) {
+    if (run !== explainRun) return;
     $("explain").textContent = `Could not compute what ε means: ${err.message}`;
+    $("explain").dataset.state = "error";
   }
 }
 
