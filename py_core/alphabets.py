@@ -18,7 +18,7 @@ Hangul syllable     initial consonant, vowel, final consonant (or none)    19, 2
 Hangul jamo         a compatibility jamo (ㄱ, ㅏ, ...)                      51
 Cyrillic            a letter of U+0400..U+045F or Ґ ґ                      98
 Greek               a letter of the modern (monotonic) Greek alphabet      69
-whitespace          kept                                                   --
+ASCII whitespace    kept (the six of krr.WHITESPACE; other spaces: below)  --
 anything else       a uniformly random ASCII character (as in "ascii")     --
 ==================  =====================================================  ==============
 
@@ -261,11 +261,7 @@ def compose_latin(base: str, mark: str) -> str:
 
 # ------------------------------------------------------------ classification
 
-_SPACES = (
-    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680"
-    + "".join(chr(c) for c in range(0x2000, 0x200B))
-    + "\u2028\u2029\u202f\u205f\u3000"
-)
+_SPACES = krr.WHITESPACE  # only these pass unchanged; U+00A0, U+3000, ... are "other"
 
 
 def _class_table() -> bytearray:

@@ -3,10 +3,12 @@
 Each character ``c`` of the 94-character alphabet (codes 33..126) is kept with
 probability ``p = e^eps / (e^eps + k - 1)`` and otherwise replaced by one of the
 other ``k - 1`` characters, each with probability ``q = 1 / (e^eps + k - 1)``:
-``eps``-local differential privacy per character.  Whitespace is not in the
-alphabet and is kept, so word lengths and boundaries stay visible.  A character
-outside the alphabet (``é``, ``한``, an emoji, a control character) never passes
-through: it becomes a uniformly random alphabet character, which satisfies any
+``eps``-local differential privacy per character.  The six ASCII whitespace
+characters (:data:`WHITESPACE`: space, tab, newline, carriage return, vertical
+tab, form feed) are not in the alphabet and are kept, so word lengths and
+boundaries stay visible.  Every other character outside the alphabet (``é``,
+``한``, an emoji, a control character, and the other Unicode spaces such as
+U+00A0 or U+3000) never passes through: it becomes a uniformly random alphabet character, which satisfies any
 ``eps >= 0`` because ``q <= 1/k <= p``.
 
 Implementation.  k-RR is equivalent to adding a random shift ``s`` modulo ``k``
@@ -36,6 +38,8 @@ from py_core.errors import InvalidParameterError
 __all__ = [
     "ALPHABET",
     "MAX_IMPLEMENTED_EPSILON",
+    "WHITESPACE",
+    "WORD",
     "Implementation",
     "K",
     "RandomSource",
@@ -51,6 +55,12 @@ __all__ = [
 
 ALPHABET = "".join(chr(code) for code in range(33, 127))
 K = len(ALPHABET)  # 94
+
+#: The only characters k-RR passes unchanged (every other one is perturbed).
+WHITESPACE = " \t\n\r\x0b\x0c"
+#: A word: a maximal run of characters that are not :data:`WHITESPACE` (``\\S`` would also
+#: split at U+00A0, U+3000 and the other Unicode spaces, which k-RR perturbs).
+WORD = re.compile(r"[^ \t\n\r\x0b\x0c]+")
 
 _RESOLUTION = 1 << 16
 _REJECT = 255
@@ -288,6 +298,5 @@ def perturb(
     chars = list(result)
     fresh = _uniform_indices(source, len(outside))
     for position, index in zip(outside, fresh, strict=True):
-        original = text[position]
-        chars[position] = original if original.isspace() else ALPHABET[index]
+        chars[position] = ALPHABET[index]
     return "".join(chars)

@@ -31,7 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from py_core import alphabets, language
+from py_core import alphabets, krr, language
 from py_core.errors import InvalidParameterError, StateError
 from py_core.krr import validate_epsilon
 from py_core.wordfreq import LANGUAGES as TABLE_LANGUAGES
@@ -54,7 +54,7 @@ CALIBRATION_PATH = Path(__file__).with_name("preview_calibration.json")
 THRESHOLD = 0.5  # "likely restored" at or above this predicted probability
 LIKELY_RESTORED = "likely restored"
 LIKELY_HIDDEN = "likely hidden"
-_WORD = re.compile(r"\S+")
+_WORD = krr.WORD
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import NamedTuple
@@ -152,7 +151,7 @@ def _validate_spans(spans: Iterable[Sequence[int]], length: int) -> list[tuple[i
     return result
 
 
-_WORD = re.compile(r"\S+")
+_WORD = krr.WORD
 _CLASS = {name: i for i, name in enumerate(alphabets.CLASS_NAMES)}
 
 

@@ -53,15 +53,47 @@ def check_alphabet_sizes_and_symbols() -> None:
             assert alphabets.script_of(char) == name, (name, char)
     assert alphabets.script_of("é") == "latin" and alphabets.script_of("ß") == "latin"
     assert alphabets.script_of("한") == "hangul" and alphabets.script_of("中") == "other"
-    assert alphabets.script_of("😀") == "other" and alphabets.script_of("\u3000") == "space"
+    assert alphabets.script_of("😀") == "other" and alphabets.script_of("\u3000") == "other"
 
 
-def check_whitespace_class_is_str_isspace() -> None:
+# The 23 code points str.isspace() accepts besides the six ASCII whitespace characters,
+# by class: k-RR perturbs every one of them (only krr.WHITESPACE passes unchanged).
+UNICODE_SPACES = {
+    "ascii separators": "\x1c\x1d\x1e\x1f",
+    "next line": "\x85",
+    "no-break spaces": "\xa0\u202f",
+    "ogham space": "\u1680",
+    "en/em and other typographic spaces": "".join(chr(c) for c in range(0x2000, 0x200B)),
+    "line and paragraph separators": "\u2028\u2029",
+    "mathematical space": "\u205f",
+    "ideographic space": "\u3000",
+}
+
+
+def check_only_ascii_whitespace_is_the_space_class() -> None:
     bmp = "".join(chr(c) for c in range(65536) if not 0xD800 <= c < 0xE000)
-    spaces = {c for c in bmp if c.isspace()}
     classes = alphabets.classify(bmp)
     classified = {c for c, code in zip(bmp, classes, strict=True) if code == alphabets.SPACE}
-    assert spaces == classified, spaces ^ classified
+    assert classified == set(krr.WHITESPACE), classified ^ set(krr.WHITESPACE)
+    others = {c for c in bmp if c.isspace()} - set(krr.WHITESPACE)
+    assert others == set("".join(UNICODE_SPACES.values())), others
+
+
+def check_every_other_unicode_space_is_perturbed() -> None:
+    """Per class, in both alphabet modes: the character never arrives as itself."""
+    rng = random.Random(13)
+    for name, chars in UNICODE_SPACES.items():
+        text = (chars + "a") * 50
+        for mode in alphabets.ALPHABET_MODES:
+            out = krr.perturb(text, 11.0, rng=rng, alphabets=mode)
+            assert len(out) == len(text)
+            for original, sent in zip(text, out, strict=True):
+                if original in chars:
+                    assert sent in krr.ALPHABET, (name, mode, repr(original), repr(sent))
+        assert [m.group() for m in krr.WORD.finditer("x" + chars + "y z")] == [
+            "x" + chars + "y",
+            "z",
+        ], name
 
 
 def check_exact_keep_or_change_per_alphabet() -> None:

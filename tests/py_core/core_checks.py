@@ -39,11 +39,11 @@ def check_keep_rate_within_4_standard_errors() -> None:
 
 def check_length_and_whitespace_preserved() -> None:
     rng = random.Random(7)
-    text = "Dr. Kim\tsaw\n\npatient é 한 😀 at 10:30\r\n  x\x00\x7f"
+    text = "Dr. Kim\tsaw\n\npatient é 한 😀 at 10:30\r\n  x\x00\x7f\xa0\u3000\x1c\x85"
     out = krr.perturb(text, 2.0, rng=rng)
     assert len(out) == len(text)
     for original, sent in zip(text, out, strict=True):
-        if original.isspace():
+        if original in krr.WHITESPACE:
             assert sent == original
         else:
             assert sent in krr.ALPHABET, repr(sent)

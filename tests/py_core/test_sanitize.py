@@ -77,7 +77,7 @@ def test_protected_spans_are_untouched(data: st.DataObject) -> None:
     for start, end in spans:
         assert result.perturbed[start:end] == text[start:end]
     inside = {i for start, end in spans for i in range(start, end)}
-    expected = sum(1 for i, c in enumerate(text) if i not in inside and not c.isspace())
+    expected = sum(1 for i, c in enumerate(text) if i not in inside and c not in krr.WHITESPACE)
     assert result.receipt.chars_perturbed == expected
 
 
@@ -101,7 +101,7 @@ def test_receipt_figures() -> None:
     """The receipt's totals follow from n and the implemented epsilon; it serialises to JSON."""
     text = "Patient Jane Roe, born 1970, lives at 12 Elm St."
     receipt = sanitize_prompt(text, 4.0).receipt
-    n = sum(not c.isspace() for c in text)
+    n = sum(c not in krr.WHITESPACE for c in text)
     eps = krr.implemented_epsilon(4.0)
     assert receipt.chars_perturbed == n
     assert receipt.epsilon_per_char == eps <= 4.0
