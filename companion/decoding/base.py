@@ -187,6 +187,12 @@ class BuildContext:
     generator: NoiseSource
     public_ids: Sequence[int] = ()
     max_tokens: int = 256
+    # For defenses that run their own forward passes (``dp_vote``): the model, the
+    # retrieved documents as (document key, text) pairs best first, and the prompt
+    # for a given context text (the conversation is the caller's).
+    model: Any = None
+    documents: Sequence[tuple[str, str]] = ()
+    prompt_for: Callable[[str], list[int]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +234,7 @@ class Defense:
     build: Callable[[Any, BuildContext], Mechanism | None]
     config_type: type[Any] | None = None
     two_pass: bool = False  # needs the public (no-context) logits at every token
+    private_pass: bool = True  # False: the loop runs no full-context pass (two_pass only)
     knobs: tuple[Knob, ...] = ()
     # For a formal defense: the privacy events of the worst case it is calibrated for
     # (an answer of ``max_tokens`` tokens), known before generation.  This is the

@@ -33,6 +33,7 @@ class GenerationResult:
     finish_reason: str = "length"
     receipt: Receipt | None = None
     prompt_tokens: int = 0
+    details: dict[str, Any] = field(default_factory=dict)  # the mechanism's report(), if any
 
 
 def eos_ids(model: Any, tokenizer: Any) -> set[int]:
@@ -141,9 +142,15 @@ class _TwoPasses:
         *,
         chunk: int = PREFILL_CHUNK,
         cancel: threading.Event | None = None,
+        private_pass: bool = True,
     ) -> None:
         self.public = _Pass(model, public, device, chunk=chunk, cancel=cancel)
-        self.private = _Pass(model, private, device, chunk=chunk, cancel=cancel)
+        # Without a private pass (a defense that runs its own) the public one stands in.
+        self.private = (
+            _Pass(model, private, device, chunk=chunk, cancel=cancel)
+            if private_pass
+            else self.public
+        )
 
     @property
     def private_logits(self) -> torch.Tensor:
@@ -155,7 +162,8 @@ class _TwoPasses:
 
     def step(self, token: int) -> None:
         self.public.step(token)
-        self.private.step(token)
+        if self.private is not self.public:
+            self.private.step(token)
 
 
 def _choose(scores: torch.Tensor, temperature: float, generator: NoiseSource) -> int:
@@ -186,6 +194,8 @@ def generate_tokens(
     ignore_eos: bool = False,
     build: Callable[[DefenseConfig, BuildContext], Mechanism | None] | None = None,
     prefill_chunk: int = PREFILL_CHUNK,
+    documents: Sequence[tuple[str, str]] = (),
+    prompt_for: Callable[[str], list[int]] | None = None,
 ) -> Iterator[str]:
     """Generate an answer, yielding printable text deltas; ``result`` gets the rest.
 
@@ -212,6 +222,9 @@ def generate_tokens(
             generator=generator,
             public_ids=public_prompt_ids or (),
             max_tokens=max_new_tokens,
+            model=model,
+            documents=tuple(documents),
+            prompt_for=prompt_for,
         ),
     )
     pair: _TwoPasses | None = None
@@ -229,6 +242,7 @@ def generate_tokens(
                     device,
                     chunk=prefill_chunk,
                     cancel=cancel,
+                    private_pass=defense_entry.private_pass,
                 )
                 past, logits = None, pair.private_logits
             else:
@@ -287,6 +301,9 @@ def generate_tokens(
     ledger = mechanism.ledger if mechanism is not None else None
     steps = len(ledger.records) if ledger is not None else len(generated)
     out.receipt = build_receipt(defense, ledger, steps, max_new_tokens)
+    report = getattr(mechanism, "report", None)
+    if callable(report):
+        out.details = report()
 
 
 def generate_text(
