@@ -203,6 +203,7 @@ async function build() {
       offscreen: path.join(HERE, "src", "offscreen.js"),
       popup: path.join(HERE, "src", "popup.js"),
       options: path.join(HERE, "src", "options.js"),
+      sidepanel: path.join(HERE, "src", "sidepanel.js"),
     },
     format: "esm",
     outdir: OUT,

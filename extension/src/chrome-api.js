@@ -63,6 +63,22 @@ export const ext = {
     /** Run `files` in a tab now, in Veil's isolated world or (world "MAIN") the page's own. */
     inject: (tabId, files, world = "ISOLATED") => chromeNow().scripting.executeScript({ target: { tabId }, files, world }),
   },
+  sidePanel: {
+    /**
+     * Open Veil's side panel on `tabId`, showing sidepanel.html?tab=ID. Chrome
+     * allows it only in answer to a user gesture: call this first, before any
+     * await (setOptions is not awaited before open for that reason).
+     */
+    openFor: (tabId) => {
+      const panel = chromeNow().sidePanel;
+      const set = panel.setOptions({ tabId, path: `sidepanel.html?tab=${tabId}`, enabled: true });
+      return Promise.all([set, panel.open({ tabId })]);
+    },
+  },
+  commands: {
+    /** `fn(command, tab)` when the person presses one of the manifest's shortcuts. */
+    onCommand: (fn) => chromeNow().commands.onCommand.addListener(fn),
+  },
   /** Run `fn` while holding a named Web Lock (serialises read-modify-write of storage). */
   withLock(name, fn) {
     if (globalThis.navigator?.locks) return navigator.locks.request(name, fn);

@@ -21,7 +21,8 @@
 
 import { GENERIC_ADAPTER, customSiteId, siteForUrl } from "./sites.js";
 import { editableRoot, editorKind, findFirst, readText, sameText, writeText } from "./editors.js";
-import { Msg, Target, message, ok } from "./messages.js";
+import { ErrorCode } from "./errors.js";
+import { Msg, Target, fail, message, ok } from "./messages.js";
 import { normalizeSettings } from "./settings.js";
 import { ext } from "./chrome-api.js";
 
@@ -561,6 +562,106 @@ function main() {
     }
   }
 
+  // ------------------------------------------------------------ a prompt written in Veil's side panel
+
+  /**
+   * The side panel's send (sw/compose.js): `text` is already protected -- the
+   * original never reaches this page -- and `token` is the worker's one-time
+   * permission for exactly that text in this tab. Write it into the site's
+   * editor, redeem the token with what the editor then holds, and send it
+   * through the site's own path without protecting it again. Anything else
+   * (text the person typed here, text the page changed) gets no exemption: the
+   * token is spent and nothing is sent. {sent, notice}.
+   */
+  async function composeInsert({ text, token }) {
+    const refuse = (notice) => ({ sent: false, notice });
+    if (typeof text !== "string" || !text.trim() || typeof token !== "string") return refuse("Veil's panel sent nothing to write. Nothing was sent.");
+    if (!adapter() || !intercepting()) return refuse("Veil's protection is off on this page, so the panel wrote nothing into it. Nothing was sent.");
+    if (busy) return refuse("Veil is still protecting another send on this page; nothing was written. Send again in a moment.");
+    const { editor } = editorInfo();
+    if (!editor) return refuse("Veil found no chat box on this page, so it wrote nothing. Nothing was sent.");
+    const before = readText(editor);
+    if (before.trim() && !isOurs(editor, before)) {
+      return refuse("The site's chat box holds text typed there; send or clear it first. Veil wrote nothing into the page.");
+    }
+    busy = true;
+    try {
+      approve(text, null); // the network guard lets the protected text through
+      const wrote = await writeText(editor, text);
+      if (!wrote) {
+        await writeText(editor, "");
+        return refuse("Veil could not write the protected text into this chat box. Nothing was sent.");
+      }
+      written.set(editor, readText(editor)); // Veil's own text: a later send does not protect it again
+      const holding = readText(editor);
+      let redeemed;
+      try {
+        redeemed = await ext.runtime.send(message(Msg.COMPOSE_REDEEM, Target.BACKGROUND, { token, text: holding }));
+      } catch (err) {
+        redeemed = { ok: false, error: { message: `Veil's service worker did not answer (${err?.message || err})` } };
+      }
+      // The page may have changed the box while the worker answered: only the text redeemed goes.
+      if (!redeemed?.ok || !sameText(readText(editor), holding, { loose: true })) {
+        written.delete(editor);
+        await writeText(editor, "");
+        const why = redeemed?.ok ? "the chat box changed before the send" : redeemed?.error?.message || "the token was refused";
+        notify(`Veil did not send the panel's prompt: ${why}. Nothing was sent.`, "blocked");
+        return refuse(`Veil did not send: ${why}. Nothing was sent.`);
+      }
+      const how = sendThroughSite(editor);
+      if (how && (await textLeaves(editor, holding))) {
+        const notice = "Veil sent the prompt you wrote in its panel: this page saw only the protected text.";
+        notify(notice, "protected");
+        return { sent: true, notice };
+      }
+      const notice = "Veil wrote the protected text into the chat box, but the site did not send it: press its send button (the text is already protected).";
+      notify(notice, "protected");
+      return refuse(notice);
+    } finally {
+      busy = false;
+    }
+  }
+
+  /** Trigger the site's own send for the text in `editor`: its send button, Enter, its form, a composer control. */
+  function sendThroughSite(editor) {
+    bypass += 1;
+    try {
+      const button = findSendButton();
+      if (button) {
+        button.click();
+        return "button";
+      }
+      editor.focus?.();
+      const init = { key: "Enter", code: "Enter" };
+      const handled = !editor.dispatchEvent(keyEvent("keydown", init));
+      editor.dispatchEvent(keyEvent("keyup", init));
+      if (handled) return "enter";
+      const form = editor.closest("form");
+      if (form) {
+        form.requestSubmit();
+        return "form";
+      }
+      const control = composerControls(editor).find((c) => !clearlyNotSend(c));
+      if (control) {
+        control.click();
+        return "composer";
+      }
+      return null;
+    } finally {
+      bypass -= 1;
+    }
+  }
+
+  /** Resolves true once `text` has left `editor` (the site took it), false after 2 s. */
+  async function textLeaves(editor, text) {
+    for (let waited = 0; waited <= 2000; waited += 50) {
+      const now = editor.isConnected ? readText(editor) : "";
+      if (!sameText(now, text, { loose: true })) return true;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    return false;
+  }
+
   // ------------------------------------------------------------ after the guard refused a request
 
   let recovering = false;
@@ -625,8 +726,13 @@ function main() {
         .box[data-kind="blocked"] { border-color: #b91c1c; background: #fef2f2; }
         .box[data-kind="unprotected"], .box[data-kind="off"] { border-color: #b45309; background: #fffbeb; }
         button { all: unset; cursor: pointer; padding: 0 4px; font-weight: bold; }
-      </style><div class="box" role="status" aria-live="polite"><span class="text"></span><button aria-label="Dismiss">×</button></div>`;
-      root.querySelector("button").addEventListener("click", hideNotice);
+        button.panel { font-weight: normal; text-decoration: underline; white-space: nowrap; }
+        .box[data-kind="working"] button.panel { display: none; }
+      </style><div class="box" role="status" aria-live="polite"><span class="text"></span>` +
+        `<button class="panel" title="Write your next prompt in Veil's side panel: this page then sees only the protected text">Write in Veil's panel</button>` +
+        `<button class="close" aria-label="Dismiss">×</button></div>`;
+      root.querySelector("button.close").addEventListener("click", hideNotice);
+      root.querySelector("button.panel").addEventListener("click", openPanel);
       (document.body || document.documentElement).appendChild(host);
     }
     return host;
@@ -641,6 +747,16 @@ function main() {
     host.shadowRoot.querySelector(".text").textContent = text;
     clearTimeout(hideTimer);
     if (kind === "protected" || kind === "off") hideTimer = setTimeout(hideNotice, 6000);
+  }
+
+  /** The notice's button: the worker opens Veil's side panel on this tab (inside this click's gesture). */
+  function openPanel() {
+    ext.runtime.send(message(Msg.OPEN_PANEL, Target.BACKGROUND, {})).then(
+      (reply) => {
+        if (!reply?.ok) notify(`Veil could not open its panel here (${reply?.error?.message || "no answer"}): press Alt+Shift+V, or use the button in Veil's popup.`, "off");
+      },
+      () => notify("Veil could not open its panel here: press Alt+Shift+V, or use the button in Veil's popup.", "off"),
+    );
   }
 
   function hideNotice() {
@@ -745,6 +861,12 @@ function main() {
     } else if (msg.type === Msg.SITE_CHECK) {
       reportCheck();
       sendResponse(ok(siteCheck()));
+    } else if (msg.type === Msg.COMPOSE_INSERT) {
+      composeInsert(msg.data || {}).then(
+        (result) => sendResponse(ok(result)),
+        (err) => sendResponse(fail(ErrorCode.INTERNAL, err?.message || String(err))),
+      );
+      return true;
     }
     return false;
   });

@@ -2,6 +2,8 @@
 // text and words marked "likely hidden" / "likely restored" (from the core's
 // py_core.preview, calibrated by `veil eval krr`) or "replaced by RootGuard".
 
+import { el } from "./page-api.js";
+
 export const KIND = Object.freeze({ HIDDEN: "hidden", RESTORED: "restored", ROOTGUARD: "rootguard" });
 
 function kindOf(word) {
@@ -48,4 +50,31 @@ export function forecastCounts(words) {
   const counts = { [KIND.HIDDEN]: 0, [KIND.RESTORED]: 0, [KIND.ROOTGUARD]: 0 };
   for (const word of words) counts[kindOf(word)] += 1;
   return counts;
+}
+
+/**
+ * Draw the forecast into a page (the popup and the side panel share it):
+ * `parts` = {box, legend, caveat, legendRootguard}; null `words` shows `why`
+ * instead; `lead` starts the one-line summary ("Your draft").
+ */
+export function renderForecast(parts, text, words, why, lead) {
+  const { box, legend, caveat, legendRootguard } = parts;
+  box.dataset.state = words ? "ready" : "none";
+  legend.hidden = !words;
+  caveat.hidden = !words;
+  if (!words) {
+    box.replaceChildren(why);
+    return;
+  }
+  const counts = forecastCounts(words);
+  legendRootguard.hidden = counts.rootguard === 0;
+  const summary = el(
+    "span",
+    { class: "label", id: "forecast-summary" },
+    `${lead}: ${counts.hidden} likely hidden, ${counts.restored} likely restored` + (counts.rootguard ? `, ${counts.rootguard} replaced by RootGuard` : ""),
+  );
+  const runs = forecastSegments(text, words).map((run) =>
+    run.kind ? el("span", { class: `word ${run.kind}-word`, "data-kind": run.kind, "data-p": run.probability.toFixed(3), title: run.title }, run.text) : run.text,
+  );
+  box.replaceChildren(summary, ...runs);
 }

@@ -34,6 +34,10 @@ export const Msg = Object.freeze({
   GET_DRAFT: "get-draft",
   SITE_CHECK: "site-check",
   PAGE_CHECK: "page-check",
+  COMPOSE_SEND: "compose-send",
+  COMPOSE_INSERT: "compose-insert",
+  COMPOSE_REDEEM: "compose-redeem",
+  OPEN_PANEL: "open-panel",
 });
 
 // Senders: "content" (the content script), "offscreen" (the offscreen page),
@@ -207,6 +211,36 @@ export const SCHEMA = Object.freeze({
       editorFound: "an editor was found at all (adapter, typing or focus)",
       guard: "the network guard is running in the page",
     },
+    reply: {},
+  },
+  // Composing in Veil's side panel (sw/compose.js): the page only ever gets the protected text.
+  [Msg.COMPOSE_SEND]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: { tabId: "the chat page's tab (sidepanel.html?tab=ID)", text: "the prompt written in the panel" },
+    reply: {
+      sent: "true when the protected text was written into the site's editor and sent through the site's own path",
+      text: "the protected text given to the page, or null when nothing was written",
+      notice: "what happened, in words (why nothing was written, when so)",
+      "receipt?": "the k-RR receipt (absent in numbers mode and when nothing was protected)",
+    },
+  },
+  [Msg.COMPOSE_INSERT]: {
+    from: ["background"],
+    target: Target.CONTENT,
+    data: { text: "the protected text (never the original)", token: "the one-time token issued for exactly this text and tab" },
+    reply: { sent: "the site's send path was triggered and the text left the editor", notice: "what happened, in words" },
+  },
+  [Msg.COMPOSE_REDEEM]: {
+    from: ["content"],
+    target: Target.BACKGROUND,
+    data: { token: "the token from compose-insert", text: "what the editor holds right before the send" },
+    reply: {},
+  },
+  [Msg.OPEN_PANEL]: {
+    from: ["content"],
+    target: Target.BACKGROUND,
+    data: {},
     reply: {},
   },
 });

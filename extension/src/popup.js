@@ -2,7 +2,7 @@
 
 import { ext } from "./chrome-api.js";
 import { Msg, Target, message } from "./messages.js";
-import { forecastCounts, forecastSegments } from "./forecast.js";
+import { renderForecast } from "./forecast.js";
 import { coreStatusText, debounce, el, percent, send } from "./page-api.js";
 import { EPSILON_MAX, EPSILON_MIN, EPSILON_STEP, HEADER_LANGUAGES } from "./settings.js";
 import { originMatchPattern, protectableUrl } from "./sites.js";
@@ -117,29 +117,26 @@ async function explain(epsilon) {
 
 /** The person's words marked likely hidden / likely restored (null words: no forecast, with why). */
 function showForecast(text, words, why, isSample) {
-  const box = $("forecast");
-  box.dataset.state = words ? "ready" : "none";
-  $("forecast-legend").hidden = !words;
-  $("forecast-caveat").hidden = !words;
-  if (!words) {
-    box.replaceChildren(why);
-    return;
+  const parts = { box: $("forecast"), legend: $("forecast-legend"), caveat: $("forecast-caveat"), legendRootguard: $("legend-rootguard") };
+  renderForecast(parts, text, words, why, isSample ? "A sample (type in the page's editor to see your own words)" : "Your draft");
+}
+
+/** Which of the two ways the person is writing here (Veil's panel open for this tab, or the site's box), and what each protects. */
+async function renderComposeMode() {
+  const panelFor = (contexts) => contexts.some((c) => String(c.documentUrl || "").startsWith(ext.runtime.url("sidepanel.html")) && new URL(c.documentUrl).searchParams.get("tab") === String(tab?.id));
+  let panelOpen = false;
+  for (const contextTypes of [["SIDE_PANEL", "TAB"], ["TAB"]]) {
+    try {
+      panelOpen = panelFor(await ext.runtime.contexts({ contextTypes })); // (older Chrome: no SIDE_PANEL type)
+      break;
+    } catch {
+      panelOpen = false;
+    }
   }
-  const counts = forecastCounts(words);
-  $("legend-rootguard").hidden = counts.rootguard === 0;
-  const summary = el(
-    "span",
-    { class: "label", id: "forecast-summary" },
-    `${isSample ? "A sample (type in the page's editor to see your own words)" : "Your draft"}: ` +
-      `${counts.hidden} likely hidden, ${counts.restored} likely restored` +
-      (counts.rootguard ? `, ${counts.rootguard} replaced by RootGuard` : ""),
-  );
-  const runs = forecastSegments(text, words).map((run) =>
-    run.kind
-      ? el("span", { class: `word ${run.kind}-word`, "data-kind": run.kind, "data-p": run.probability.toFixed(3), title: run.title }, run.text)
-      : run.text,
-  );
-  box.replaceChildren(summary, ...runs);
+  $("compose-mode").dataset.mode = panelOpen ? "panel" : "site";
+  $("compose-mode").textContent = panelOpen
+    ? "You are writing in Veil's panel: this page receives only the protected text, never your keystrokes."
+    : "You are typing in the site's own box: Veil protects what is sent, but the page sees every key. Veil's panel keeps your draft from the page.";
 }
 
 let previewRun = 0;
@@ -206,6 +203,7 @@ function render(state) {
   explain(site.epsilon);
   preview();
   renderCheck(site);
+  renderComposeMode();
 }
 
 async function load() {
@@ -268,6 +266,15 @@ $("add-site").addEventListener("click", async () => {
   } finally {
     $("add-site").disabled = false;
   }
+});
+
+$("open-panel").addEventListener("click", () => {
+  // Opened first, inside this click's user gesture (Chrome requires one).
+  if (!tab?.id) return showError(new Error("no tab to open Veil's panel for"));
+  ext.sidePanel.openFor(tab.id).then(
+    () => window.close(),
+    (err) => showError(new Error(`Chrome did not open Veil's panel (${err.message}); press Alt+Shift+V on the chat page instead`)),
+  );
 });
 
 load().catch(showError);

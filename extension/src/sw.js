@@ -10,6 +10,7 @@
 
 import { ext } from "./chrome-api.js";
 import { clearPageCheck, refreshAllBadges, refreshBadge } from "./sw/badge.js";
+import { COMPOSE_COMMAND } from "./sw/compose.js";
 import { ensureOffscreen } from "./sw/core-client.js";
 import { dispatch } from "./sw/handlers.js";
 import { ensureSiteScripts } from "./sw/sites.js";
@@ -19,6 +20,12 @@ ext.runtime.onMessage((msg, sender, sendResponse) => {
   if (!reply) return false;
   reply.then(sendResponse);
   return true;
+});
+
+// The keyboard shortcut (manifest "commands"): Veil's side panel on this tab.
+// Opened at once, inside the key press's user gesture.
+ext.commands.onCommand((command, tab) => {
+  if (command === COMPOSE_COMMAND && Number.isInteger(tab?.id)) ext.sidePanel.openFor(tab.id).catch(() => {});
 });
 
 ext.runtime.onStartup(() => {

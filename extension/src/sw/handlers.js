@@ -9,6 +9,7 @@ import { Msg, PRIVILEGED, SCHEMA, Target, envelopeError, fail, isExtensionPage, 
 import { effectiveHeader, patchSite } from "../settings.js";
 import { GENERIC_ADAPTER, customSiteId, parseCustomOrigin } from "../sites.js";
 import { refreshAllBadges, refreshBadge, savePageCheck } from "./badge.js";
+import { composeRedeem, composeSend, openPanel } from "./compose.js";
 import { callCore } from "./core-client.js";
 import { appendHistory, clearHistory, finishReceipt, readHistory, readIndexes } from "./history.js";
 import { pageSite, registerSite, siteIdFor, siteList, unregisterSite } from "./sites.js";
@@ -40,7 +41,8 @@ function knownSite(settings, siteId) {
 
 // ---------------------------------------------------------------- protect
 
-async function protect(ext, data, sender) {
+/** `options.failOpen: false` (the side panel): a failed protection never sends the original. */
+async function protect(ext, data, sender, { failOpen = true } = {}) {
   const started = performance.now();
   const timings = {};
   const url = sender.url || sender.tab?.url || "";
@@ -79,7 +81,7 @@ async function protect(ext, data, sender) {
     finishReceipt(ext, id, receipt, settings.coreTimeoutMs).catch(() => {});
     return { action: "send", text: result.text, notice, protected: true, receipt };
   } catch (err) {
-    if (site.failOpen) {
+    if (site.failOpen && failOpen) {
       const notice = `Veil could not protect this prompt (${errorText(err)}); sent UNPROTECTED as you chose for this site.`;
       await appendHistory(ext, siteId, { ...base, status: "unprotected", sent: text, notice }, settings.historyLimit);
       return { action: "send-unprotected", text: null, notice, protected: false };
@@ -328,13 +330,16 @@ export const HANDLERS = Object.freeze({
   [Msg.ROOTGUARD_EXPORT]: rootguardExport,
   [Msg.ROOTGUARD_IMPORT]: rootguardImport,
   [Msg.PAGE_CHECK]: pageCheck,
+  [Msg.COMPOSE_SEND]: (ext, data) => composeSend(ext, data, { protect }),
+  [Msg.COMPOSE_REDEEM]: composeRedeem,
+  [Msg.OPEN_PANEL]: openPanel,
 });
 
 /** Why `sender` may not send `type`, or null when it may. */
 function forbidden(ext, type, sender) {
   const fromPage = isExtensionPage(sender, ext.runtime.id(), ext.runtime.url(""));
   if (PRIVILEGED.has(type)) return fromPage ? null : `${type} is accepted only from Veil's own pages`;
-  if (type === Msg.PROTECT || type === Msg.PAGE_CHECK) {
+  if ([Msg.PROTECT, Msg.PAGE_CHECK, Msg.COMPOSE_REDEEM, Msg.OPEN_PANEL].includes(type)) {
     return sender?.id === ext.runtime.id() && sender.tab ? null : `${type} is accepted only from Veil's content script`;
   }
   if (type === Msg.CORE_STATUS) return fromPage ? null : "core-status comes only from Veil's offscreen page";
