@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from companion.rag.retrieval import RetrievalOptions, retrieve
 from py_core.accounting import GaussianEvent, IndividualRdpFilter, filter_order
 from py_core.errors import InvalidParameterError
 
@@ -290,18 +291,24 @@ class DocumentBudget:
         max_tokens: int,
         is_guest: bool,
         answer_id: str,
+        options: RetrievalOptions | None = None,
     ) -> Admission:
         """The answer's context, with its documents charged in one transaction, before generation.
 
-        ``defense`` is a :class:`companion.decoding.config.DefenseConfig`.
+        ``defense`` is a :class:`companion.decoding.config.DefenseConfig`; ``options``
+        the retrieval mode and relevance threshold (companion/rag/retrieval.py; None:
+        the service's).  Under a formal defense the candidates are still every chunk
+        whose cosine reaches the budget's threshold (their documents are charged);
+        ``options`` only orders them (and its threshold can only narrow them).
         """
+        options = options or rag.retrieval
         charge = planned_charge(defense, max_tokens, self.filter)
         admission = Admission(
             hits=[], defense=defense.name, formal=charge is not None, filter=self._params()
         )
         vector = rag.embed([query])[0]
         if charge is None:
-            self._unguaranteed(admission, vector, collection, k, is_guest=is_guest)
+            self._unguaranteed(admission, query, vector, collection, k, options, is_guest=is_guest)
             return admission
         admission.charge_rdp = charge
         admission.answer_epsilon = defense.defense.calibrated_epsilon(defense.params, max_tokens)
@@ -325,7 +332,21 @@ class DocumentBudget:
                             "reason": "too little budget left for this answer",
                         }
                     )
-            admission.hits = [h for h in candidates if h.document_id in admitted][:k]
+            kept = [h for h in candidates if h.document_id in admitted]
+            if options.mode == "vector":
+                if options.min_score is not None:
+                    kept = [h for h in kept if h.score >= options.min_score]
+                admission.hits = kept[:k]
+            elif kept:
+                admission.hits = retrieve(
+                    self.store,
+                    query,
+                    vector,
+                    collection,
+                    k,
+                    options,
+                    within={h.chunk_id for h in kept},
+                )
             in_context = {h.document_id for h in admission.hits}
             for doc_id in sorted(admitted):
                 row = docs[doc_id]
@@ -391,14 +412,22 @@ class DocumentBudget:
         )
 
     def _unguaranteed(
-        self, admission: Admission, vector: Any, collection: str, k: int, *, is_guest: bool
+        self,
+        admission: Admission,
+        query: str,
+        vector: Any,
+        collection: str,
+        k: int,
+        options: RetrievalOptions,
+        *,
+        is_guest: bool,
     ) -> None:
         """No guarantee, no charge: guests lose spent documents, the owner is warned."""
         store = self.store
         spent = {r["document_id"]: float(r["spent_rdp"]) for r in store.budget_rows(collection)}
         exhausted = {doc for doc, used in spent.items() if self.exhausted(used)}
         if not is_guest:
-            admission.hits = store.search(collection, vector, k)
+            admission.hits = retrieve(store, query, vector, collection, k, options)
             names = {
                 h.document_id: h.document for h in admission.hits if h.document_id in exhausted
             }
@@ -409,7 +438,7 @@ class DocumentBudget:
         total = store.chunk_count(collection)
         n = k
         while True:
-            hits = store.search(collection, vector, n)
+            hits = retrieve(store, query, vector, collection, n, options)
             kept = [h for h in hits if h.document_id not in exhausted]
             if len(kept) >= k or n >= total:
                 admission.hits = kept[:k]

@@ -1,7 +1,15 @@
-"""Turning uploaded files into plain text: .txt, .md, .html, .eml and .pdf.
+"""Turning uploaded files into plain text: .txt, .md, .html, .eml, .pdf and .docx.
 
-Each reader returns the text and a small metadata dict (title, e-mail headers,
-page count).  Unsupported types and unreadable files raise
+Each reader returns the text, a small metadata dict (title, e-mail headers,
+page count) and the text's sections: the span of each PDF page (1-based page
+numbers) and of each heading of a .md, .html or .docx file with its heading path
+("Title > Section > Subsection"), which chunks and citations carry.
+
+A PDF page without a text layer (a scan) is read by OCR when Debian's
+``tesseract-ocr`` and the ``pytesseract`` package are installed (scripts/setup.sh
+installs both): the page's images go to Tesseract.  Without them a PDF with no
+text at all is refused with a message saying what to install; pages of a mixed
+PDF that could not be read are listed in the metadata (``unread_pages``).  Unsupported types and unreadable files raise
 :class:`~py_core.errors.InvalidParameterError` naming the file and what to do --
 whatever the parser raised (pypdf's limits, an unknown e-mail charset, nesting
 too deep), never an internal error.
@@ -23,9 +31,10 @@ from html.parser import HTMLParser
 from pathlib import PurePath
 from typing import Any
 
+from companion.rag.chunking import Section
 from py_core.errors import InvalidParameterError
 
-SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".eml", ".pdf")
+SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".eml", ".pdf", ".docx")
 DEFAULT_MAX_CHARS = 1_000_000
 MAX_EMAIL_PARTS = 200  # parts of a multipart e-mail that are looked at
 HTML_FEED = 65_536  # characters of HTML fed to the parser at a time
@@ -63,6 +72,54 @@ class ExtractedText:
     text: str
     kind: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    sections: tuple[Section, ...] = ()  # none: the whole text, no page or heading
+
+
+# Heading marks put around a heading's text by the HTML and .docx readers and taken
+# out (with their offsets kept) after tidying: private-use characters, never in text.
+_H_OPEN, _H_CLOSE = "\ue000", "\ue001"
+_H_MARK = re.compile(_H_OPEN + r"(\d)(.*?)" + _H_CLOSE, re.S)
+_MD_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.M)
+
+
+def _unmark(text: str) -> tuple[str, list[tuple[int, int, str]]]:
+    """The text without heading marks, and each heading's (offset, level, title)."""
+    out: list[str] = []
+    headings: list[tuple[int, int, str]] = []
+    pos = length = 0
+    for m in _H_MARK.finditer(text):
+        out.append(text[pos : m.start()])
+        length += m.start() - pos
+        title = m.group(2).replace(_H_OPEN, "").replace(_H_CLOSE, "")
+        headings.append((length, int(m.group(1)), " ".join(title.split())))
+        out.append(title)
+        length += len(title)
+        pos = m.end()
+    out.append(text[pos:])
+    clean = "".join(out).replace(_H_OPEN, "").replace(_H_CLOSE, "")
+    return clean, headings
+
+
+def heading_sections(text: str, headings: list[tuple[int, int, str]]) -> tuple[Section, ...]:
+    """Sections from each heading to the next, with the path of the headings above it."""
+    if not headings:
+        return ()
+    sections = []
+    if headings[0][0] > 0 and text[: headings[0][0]].strip():
+        sections.append(Section(0, headings[0][0]))
+    path: list[tuple[int, str]] = []
+    for i, (offset, level, title) in enumerate(headings):
+        while path and path[-1][0] >= level:
+            path.pop()
+        path.append((level, title or "(untitled)"))
+        end = headings[i + 1][0] if i + 1 < len(headings) else len(text)
+        sections.append(Section(offset, end, heading=" > ".join(t for _l, t in path)))
+    return tuple(s for s in sections if s.end > s.start)
+
+
+def _markdown_sections(text: str) -> tuple[Section, ...]:
+    heads = [(m.start(), len(m.group(1)), m.group(2).strip()) for m in _MD_HEADING.finditer(text)]
+    return heading_sections(text, heads)
 
 
 class _HTMLText(HTMLParser):
@@ -91,6 +148,8 @@ class _HTMLText(HTMLParser):
         }
     )
 
+    _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
@@ -105,23 +164,33 @@ class _HTMLText(HTMLParser):
             self._skip += 1
         if tag in self._BLOCK:
             self.parts.append("\n")
+        if tag in self._HEADINGS and not self._skip:
+            self.parts.append(_H_OPEN + tag[1])
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
             self._in_title = False
         if tag in self._SKIP and self._skip:
             self._skip -= 1
+        if tag in self._HEADINGS and not self._skip:
+            self.parts.append(_H_CLOSE)
         if tag in self._BLOCK:
             self.parts.append("\n")
 
     def handle_data(self, data: str) -> None:
         if self._in_title:
             self.title = (self.title or "") + data.strip()
-        if not self._skip:
-            self.parts.append(data)
+        if not self._skip:  # a page's own private-use marks would pass for headings
+            self.parts.append(data.replace(_H_OPEN, "").replace(_H_CLOSE, ""))
 
 
 def html_to_text(html: str, budget: _Budget | None = None) -> tuple[str, str | None]:
+    text, title, _sections = _html(html, budget)
+    return text, title
+
+
+def _html(html: str, budget: _Budget | None = None) -> tuple[str, str | None, tuple[Section, ...]]:
+    """The text of an HTML page, its title, and the sections of its h1-h6 headings."""
     parser = _HTMLText()
     for start in range(0, len(html), HTML_FEED):
         parser.feed(html[start : start + HTML_FEED])
@@ -129,7 +198,8 @@ def html_to_text(html: str, budget: _Budget | None = None) -> tuple[str, str | N
             budget.used = 0
             budget.add(sum(len(p) for p in parser.parts))
     parser.close()
-    return _tidy("".join(parser.parts)), parser.title
+    text, headings = _unmark(_tidy("".join(parser.parts)))
+    return text, parser.title, heading_sections(text, headings)
 
 
 def _tidy(text: str) -> str:
@@ -210,6 +280,40 @@ def _part_text(part: Any, name: str) -> str:
         return raw.decode("utf-8", errors="replace")
 
 
+class OcrUnavailableError(InvalidParameterError):
+    """A scanned PDF (no text layer) and no OCR engine to read it."""
+
+
+OCR_INSTALL = (
+    "install the OCR engine: apt-get install tesseract-ocr (Debian/Ubuntu) and "
+    "pip install pytesseract -- scripts/setup.sh does both -- then upload it again"
+)
+
+
+def ocr_available() -> bool:
+    """Whether scanned pages can be read: pytesseract importable and Tesseract on PATH."""
+    import importlib.util
+    import shutil
+
+    return importlib.util.find_spec("pytesseract") is not None and bool(shutil.which("tesseract"))
+
+
+def _ocr_page(page: Any) -> str:
+    """The text of a page's images by Tesseract (a scanned page is one image, usually)."""
+    import pytesseract
+    from PIL import Image
+
+    texts = []
+    for image in page.images:
+        picture = image.image
+        if picture is None:
+            continue
+        if not isinstance(picture, Image.Image):  # pragma: no cover - pypdf always gives PIL
+            continue
+        texts.append(pytesseract.image_to_string(picture.convert("L")))
+    return "\n".join(t for t in texts if t.strip())
+
+
 def _pdf(data: bytes, name: str, budget: _Budget) -> ExtractedText:
     from pypdf import PdfReader
 
@@ -218,19 +322,103 @@ def _pdf(data: bytes, name: str, budget: _Budget) -> ExtractedText:
         raise InvalidParameterError(
             f"{name}: the PDF is encrypted; remove the password and upload it again"
         )
-    pages = []
+    pages: list[str] = []
 
     def count(text: str, *args: Any) -> None:
         budget.add(len(text))  # stops inside a page that passes the limit
 
-    for page in reader.pages:
-        pages.append(page.extract_text(visitor_text=count) or "")
+    scanned: list[int] = []  # pages with images and no text layer
+    ocr_pages: list[int] = []
+    can_ocr: bool | None = None
+    for number, page in enumerate(reader.pages, 1):
+        text = _tidy(page.extract_text(visitor_text=count) or "")
+        if not text and _has_images(page):
+            if can_ocr is None:
+                can_ocr = ocr_available()
+            if can_ocr:
+                text = _tidy(_ocr_page(page))
+                budget.add(len(text))
+                if text:
+                    ocr_pages.append(number)
+            else:
+                scanned.append(number)
+        pages.append(text)
     title = None
     if reader.metadata is not None and reader.metadata.title:
         title = str(reader.metadata.title)
-    return ExtractedText(
-        _tidy("\n\n".join(pages)), "pdf", {"title": title or name, "pages": len(pages)}
-    )
+    if scanned and not any(pages):
+        raise OcrUnavailableError(
+            f"{name}: the PDF has no text layer (page(s) {_page_list(scanned)} are images, "
+            f"a scan); to read it by OCR, {OCR_INSTALL}"
+        )
+    parts: list[str] = []
+    sections: list[Section] = []
+    pos = 0
+    for number, text in enumerate(pages, 1):
+        if not text:
+            continue
+        if parts:
+            parts.append("\n\n")
+            pos += 2
+        sections.append(Section(pos, pos + len(text), page=number))
+        parts.append(text)
+        pos += len(text)
+    meta: dict[str, Any] = {"title": title or name, "pages": len(pages)}
+    if ocr_pages:
+        meta["ocr_pages"] = ocr_pages
+    if scanned:
+        meta["unread_pages"] = scanned
+        meta["unread_reason"] = f"scanned pages without OCR; {OCR_INSTALL}"
+    return ExtractedText("".join(parts), "pdf", meta, tuple(sections))
+
+
+def _has_images(page: Any) -> bool:
+    try:
+        return len(page.images) > 0
+    except Exception:  # a broken image dictionary: treated as no image
+        return False
+
+
+def _page_list(pages: list[int]) -> str:
+    return ", ".join(str(p) for p in pages[:10]) + (" ..." if len(pages) > 10 else "")
+
+
+def _docx(data: bytes, name: str, budget: _Budget) -> ExtractedText:
+    """Paragraphs and tables of a .docx in order; Title / Heading N styles are headings."""
+    import docx
+    from docx.table import Table
+
+    document = docx.Document(io.BytesIO(data))
+    parts: list[str] = []
+    for block in document.iter_inner_content():
+        if isinstance(block, Table):
+            for row in block.rows:
+                cells = [" ".join(c.text.split()) for c in row.cells]
+                line = " | ".join(dict.fromkeys(c for c in cells if c))  # merged cells repeat
+                if line:
+                    parts.append(line)
+                    budget.add(len(line))
+            continue
+        text = block.text.replace(_H_OPEN, "").replace(_H_CLOSE, "").strip()
+        if not text:
+            continue
+        style = (block.style.name if block.style is not None else "") or ""
+        level = _docx_level(style)
+        parts.append(f"{_H_OPEN}{level}{text}{_H_CLOSE}" if level is not None else text)
+        budget.add(len(text))
+    text, headings = _unmark(_tidy("\n\n".join(parts)))
+    props = document.core_properties
+    meta = {"title": props.title or name}
+    if props.author:
+        meta["author"] = props.author
+    return ExtractedText(text, "docx", meta, heading_sections(text, headings))
+
+
+def _docx_level(style: str) -> int | None:
+    if style == "Title":
+        return 0
+    m = re.fullmatch(r"Heading ([1-9])", style)
+    return int(m.group(1)) if m else None
 
 
 def extract_text(name: str, data: bytes, *, max_chars: int = DEFAULT_MAX_CHARS) -> ExtractedText:
@@ -251,7 +439,7 @@ def extract_text(name: str, data: bytes, *, max_chars: int = DEFAULT_MAX_CHARS) 
     except MemoryError:
         raise too_large(name, max_chars) from None
     except Exception as exc:  # pypdf's limits and parse errors, e-mail parser errors, ...
-        kind = "PDF" if suffix == ".pdf" else "e-mail" if suffix == ".eml" else "file"
+        kind = {".pdf": "PDF", ".eml": "e-mail", ".docx": "Word document"}.get(suffix, "file")
         raise InvalidParameterError(
             f"{name}: not a readable {kind} ({_reason(exc)}); check the file and upload it again"
         ) from None
@@ -267,13 +455,17 @@ def _extract(suffix: str, name: str, data: bytes, budget: _Budget) -> ExtractedT
         return _pdf(data, name, budget)
     if suffix == ".eml":
         return _eml(data, name, budget)
+    if suffix == ".docx":
+        return _docx(data, name, budget)
     if suffix in (".html", ".htm"):
-        text, title = html_to_text(_decode(data, name), budget)
-        return ExtractedText(text, "html", {"title": title or name})
+        text, title, sections = _html(_decode(data, name), budget)
+        return ExtractedText(text, "html", {"title": title or name}, sections)
     kind = "md" if suffix in (".md", ".markdown") else "txt"
     if len(data) > 4 * budget.limit:  # more bytes than the limit's characters can take
         raise too_large(name, budget.limit)
-    return ExtractedText(_tidy(_decode(data, name)), kind, {"title": name})
+    text = _tidy(_decode(data, name))
+    sections = _markdown_sections(text) if kind == "md" else ()
+    return ExtractedText(text, kind, {"title": name}, sections)
 
 
 def _reason(exc: Exception) -> str:

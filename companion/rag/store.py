@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from companion.rag.index import SCORED_CANDIDATES, ExactIndex, IvfIndex, VectorIndex
 from py_core.errors import InvalidParameterError
 
 SCHEMA = """
@@ -48,7 +49,9 @@ CREATE TABLE IF NOT EXISTS chunks (
     idx INTEGER NOT NULL,
     text TEXT NOT NULL,
     start INTEGER NOT NULL,
-    "end" INTEGER NOT NULL
+    "end" INTEGER NOT NULL,
+    page INTEGER,
+    heading TEXT
 );
 CREATE TABLE IF NOT EXISTS vectors (
     chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
@@ -90,6 +93,37 @@ CREATE TRIGGER IF NOT EXISTS budget_log_no_delete BEFORE DELETE ON budget_log
 BEGIN SELECT RAISE(ABORT, 'the budget log is append-only'); END;
 """
 
+
+# The lexical index (SQLite FTS5, BM25): an external-content table over chunks(text,
+# heading) kept in sync by triggers -- foreign-key cascades (a deleted document or
+# collection) fire them too.  Made after the migrations above, which rebuild `chunks`.
+FTS_TOKENIZERS = {
+    # Words of letters and digits in any script, diacritics folded: an e-mail address or
+    # an id becomes a run of tokens that a phrase query matches in order.
+    "unicode61": "unicode61 remove_diacritics 2",
+    # Every 3-character substring: matches inside words (stems, glued ids), bigger index.
+    "trigram": "trigram",
+    # English stemming on top of unicode61.
+    "porter": "porter unicode61 remove_diacritics 2",
+}
+DEFAULT_FTS_TOKENIZER = "unicode61"
+FTS_SCHEMA = """
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    text, heading, content='chunks', content_rowid='id', tokenize='{tokenize}'
+);
+CREATE TRIGGER IF NOT EXISTS chunks_fts_insert AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts (rowid, text, heading) VALUES (new.id, new.text, new.heading);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_fts_delete AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, text, heading)
+    VALUES ('delete', old.id, old.text, old.heading);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_fts_update AFTER UPDATE ON chunks BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, text, heading)
+    VALUES ('delete', old.id, old.text, old.heading);
+    INSERT INTO chunks_fts (rowid, text, heading) VALUES (new.id, new.text, new.heading);
+END;
+"""
 
 # How far ids jump at the AUTOINCREMENT migration (more than were ever deleted, in practice).
 _MIGRATION_MARGIN = {"collections": 1000, "documents": 1000, "chunks": 1_000_000}
@@ -138,22 +172,32 @@ class Hit:
     text: str
     start: int
     end: int
-    score: float
+    score: float  # exact cosine similarity of the chunk's vector and the query's
+    page: int | None = None  # 1-based page of a PDF (None: the format has no pages)
+    heading: str | None = None  # "Title > Section > Subsection" (None: no heading)
+    # How the hybrid retrieval found it (companion/rag/retrieval.py): 1-based ranks in the
+    # vector and the BM25 rankings (None: not among that ranking's candidates), the fused
+    # score that ordered the result, and the raw BM25 score (higher is better).
+    vector_rank: int | None = None
+    lexical_rank: int | None = None
+    fused: float | None = None
+    bm25: float | None = None
 
 
-@dataclass
-class _Matrix:
-    ids: np.ndarray
-    vectors: np.ndarray
+ChunkRow = tuple[str, int, int] | tuple[str, int, int, int | None, str | None]
 
 
 @dataclass
 class DocumentStore:
     path: Path
     embedding_model: str = "all-MiniLM-L6-v2"
+    fts_tokenizer: str = DEFAULT_FTS_TOKENIZER
+    # Collections of at least this many chunks are searched through an approximate
+    # index (companion/rag/index.py) with exact re-scoring; smaller ones exactly.
+    ann_min_chunks: int = 50_000
     _conn: sqlite3.Connection = field(init=False, repr=False)
     _lock: threading.RLock = field(init=False, repr=False, default_factory=threading.RLock)
-    _cache: dict[str, _Matrix] = field(init=False, repr=False, default_factory=dict)
+    _cache: dict[str, VectorIndex] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -166,6 +210,8 @@ class DocumentStore:
             self._conn.execute("PRAGMA synchronous = FULL")
             self._conn.executescript(SCHEMA)
             self._migrate_autoincrement()
+            self._migrate_columns()
+            self._ensure_fts()
             row = self._conn.execute(
                 "SELECT value FROM meta WHERE key = 'embedding_model'"
             ).fetchone()
@@ -238,6 +284,45 @@ class DocumentStore:
             self._conn.execute("PRAGMA foreign_keys = ON")
         self._conn.executescript(SCHEMA)  # the indexes dropped with the old tables
 
+    def _migrate_columns(self) -> None:
+        """Give a store made before page-aware chunks the ``page`` and ``heading`` columns.
+
+        Old chunks keep NULL there (their citations show no page); re-ingesting a
+        document gives it pages and headings.
+        """
+        have = {r["name"] for r in self._conn.execute("PRAGMA table_info(chunks)").fetchall()}
+        for column, kind in (("page", "INTEGER"), ("heading", "TEXT")):
+            if column not in have:
+                self._conn.execute(f"ALTER TABLE chunks ADD COLUMN {column} {kind}")
+
+    def _ensure_fts(self) -> None:
+        """The FTS5 index over the chunks, made (and filled from them) when missing.
+
+        The tokenizer is fixed when the index is made; another one asked for rebuilds it.
+        """
+        if self.fts_tokenizer not in FTS_TOKENIZERS:
+            raise InvalidParameterError(
+                f"unknown FTS tokenizer {self.fts_tokenizer!r}; one of "
+                + ", ".join(sorted(FTS_TOKENIZERS))
+            )
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'fts_tokenizer'").fetchone()
+        exists = self._conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunks_fts'"
+        ).fetchone()
+        if exists is not None and (row is None or row["value"] != self.fts_tokenizer):
+            self._conn.execute("DROP TABLE chunks_fts")
+            exists = None
+        self._conn.executescript(
+            FTS_SCHEMA.format(tokenize=FTS_TOKENIZERS[self.fts_tokenizer])
+        )  # the triggers too: a rebuilt chunks table lost them
+        if exists is None:
+            self._conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
+            self._conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('fts_tokenizer', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (self.fts_tokenizer,),
+            )
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
@@ -280,10 +365,12 @@ class DocumentStore:
         data: bytes,
         kind: str,
         metadata: dict[str, Any],
-        chunks: Sequence[tuple[str, int, int]],
+        chunks: Sequence[ChunkRow],
         vectors: np.ndarray,
     ) -> tuple[DocumentInfo, bool]:
         """Store a document with its chunks and vectors; (info, created).
+
+        A chunk is ``(text, start, end)`` or ``(text, start, end, page, heading)``.
 
         The same bytes already in the collection are not stored twice: the
         existing document is returned with ``created=False``.
@@ -311,21 +398,25 @@ class DocumentStore:
                     (cid, name, digest, kind, len(data), json.dumps(metadata), time.time()),
                 )
                 doc_id = int(cur.lastrowid or 0)
-                for i, ((text, start, end), vec) in enumerate(zip(chunks, vecs, strict=True)):
+                chunk_ids = []
+                for i, (chunk, vec) in enumerate(zip(chunks, vecs, strict=True)):
+                    text, start, end = chunk[:3]
+                    page, heading = (chunk[3], chunk[4]) if len(chunk) == 5 else (None, None)
                     ccur = self._conn.execute(
-                        'INSERT INTO chunks (document_id, idx, text, start, "end") '
-                        "VALUES (?, ?, ?, ?, ?)",
-                        (doc_id, i, text, start, end),
+                        'INSERT INTO chunks (document_id, idx, text, start, "end", page, '
+                        "heading) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (doc_id, i, text, start, end, page, heading),
                     )
+                    chunk_ids.append(int(ccur.lastrowid or 0))
                     self._conn.execute(
                         "INSERT INTO vectors (chunk_id, dim, data) VALUES (?, ?, ?)",
-                        (int(ccur.lastrowid or 0), int(vec.shape[0]), vec.tobytes()),
+                        (chunk_ids[-1], int(vec.shape[0]), vec.tobytes()),
                     )
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
-            self._cache.pop(collection, None)
+            self._index_added(collection, np.asarray(chunk_ids, np.int64), vecs)
             info = self.document(doc_id)
             assert info is not None
             return info, True
@@ -375,8 +466,14 @@ class DocumentStore:
             info = self.document(doc_id)
             if info is None:
                 return False
+            ids = [
+                int(r[0])
+                for r in self._conn.execute(
+                    "SELECT id FROM chunks WHERE document_id = ?", (doc_id,)
+                ).fetchall()
+            ]
             self._conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
-            self._cache.pop(info.collection, None)
+            self._index_removed(info.collection, np.asarray(ids, np.int64))
             return True
 
     def chunk_count(self, collection: str | None = None) -> int:
@@ -392,35 +489,166 @@ class DocumentStore:
             )
 
     # ------------------------------------------------------------------- search
-    def _matrix(self, collection: str) -> _Matrix:
+    def _index(self, collection: str) -> VectorIndex:
+        """The collection's vector index: exact below ``ann_min_chunks``, else IVF (cached)."""
         cached = self._cache.get(collection)
         if cached is not None:
             return cached
-        rows = self._conn.execute(
-            "SELECT v.chunk_id, v.dim, v.data FROM vectors v JOIN chunks k ON k.id = v.chunk_id "
-            "JOIN documents d ON d.id = k.document_id JOIN collections c "
-            "ON c.id = d.collection_id WHERE c.name = ? ORDER BY v.chunk_id",
-            (collection,),
-        ).fetchall()
-        if rows:
-            ids = np.array([r["chunk_id"] for r in rows], dtype=np.int64)
-            mat = np.stack([np.frombuffer(r["data"], dtype=np.float32) for r in rows])
+        count = self.chunk_count(collection)
+        index: VectorIndex
+        if count >= self.ann_min_chunks:
+            index = IvfIndex.build(count, lambda: self._vector_batches(collection))
         else:
-            ids, mat = np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        matrix = _Matrix(ids, mat)
-        self._cache[collection] = matrix
-        return matrix
+            ids, mat = [], []
+            for batch_ids, batch in self._vector_batches(collection):
+                ids.append(batch_ids)
+                mat.append(batch)
+            index = ExactIndex(
+                np.concatenate(ids) if ids else np.zeros(0, np.int64),
+                np.concatenate(mat) if mat else np.zeros((0, 0), np.float32),
+            )
+        self._cache[collection] = index
+        return index
+
+    def _vector_batches(
+        self, collection: str, batch: int = 50_000
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The collection's (chunk ids, float32 vectors), in id order, ``batch`` rows at a time."""
+        last = 0
+        while True:
+            rows = self._conn.execute(
+                "SELECT v.chunk_id, v.data FROM vectors v JOIN chunks k ON k.id = v.chunk_id "
+                "JOIN documents d ON d.id = k.document_id JOIN collections c "
+                "ON c.id = d.collection_id WHERE c.name = ? AND v.chunk_id > ? "
+                "ORDER BY v.chunk_id LIMIT ?",
+                (collection, last, batch),
+            ).fetchall()
+            if not rows:
+                return
+            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+            yield ids, vecs.reshape(len(rows), -1)
+            last = int(ids[-1])
+
+    def _index_added(self, collection: str, ids: np.ndarray, vecs: np.ndarray) -> None:
+        index = self._cache.get(collection)
+        if index is not None and not index.add(ids, vecs):
+            self._cache.pop(collection, None)
+
+    def _index_removed(self, collection: str, ids: np.ndarray) -> None:
+        index = self._cache.get(collection)
+        if index is not None and not index.remove(ids):
+            self._cache.pop(collection, None)
+
+    def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The stored (normalised, float32) vectors of these chunks, for exact re-scoring."""
+        out: dict[int, np.ndarray] = {}
+        ids = [int(i) for i in chunk_ids]
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                part = ids[start : start + 500]
+                rows = self._conn.execute(
+                    f"SELECT chunk_id, data FROM vectors WHERE chunk_id IN "
+                    f"({', '.join('?' for _ in part)})",
+                    part,
+                ).fetchall()
+                for r in rows:
+                    out[int(r[0])] = np.frombuffer(r[1], dtype=np.float32)
+        return out
 
     def search(self, collection: str, query: np.ndarray, k: int = 4) -> list[Hit]:
-        """Exact cosine top-``k`` chunks of ``collection`` for the query vector."""
+        """The cosine top-``k`` chunks of ``collection`` for the query vector.
+
+        Exact for collections under ``ann_min_chunks`` chunks; above, the approximate
+        index proposes candidates and they are re-scored exactly.
+        """
         if k < 1:
             raise InvalidParameterError(f"top_k must be >= 1; got {k!r}")
         return self._ranked(collection, query, k=k)
 
+    def vector_ranking(self, collection: str, query: np.ndarray, n: int) -> list[tuple[int, float]]:
+        """(chunk id, exact cosine) of the ``n`` best chunks by vector, best first."""
+        q = self._query(query)
+        with self._lock:
+            index = self._index(collection)
+            if index.size == 0:
+                return []
+            if index.dim != q.shape[0]:
+                raise InvalidParameterError(
+                    f"query has {q.shape[0]} dimensions, the store {index.dim}"
+                )
+            ids, scores = index.search(q, n)
+            if not index.exact:  # re-score the candidates exactly
+                vecs = self.vectors_of(ids.tolist())
+                exact = [(int(i), float(vecs[int(i)] @ q)) for i in ids if int(i) in vecs]
+                exact.sort(key=lambda t: -t[1])
+                return exact[:n]
+            return [(int(i), float(s)) for i, s in zip(ids, scores, strict=True)]
+
+    def lexical_ranking(self, collection: str, match: str, n: int) -> list[tuple[int, float]]:
+        """(chunk id, BM25 score, higher better) of the ``n`` best FTS5 matches of ``match``.
+
+        ``match`` is an FTS5 query (companion/rag/retrieval.py builds it from the words).
+        """
+        validate_collection_name(collection)
+        if not match:
+            return []
+        with self._lock:
+            try:
+                rows = self._conn.execute(
+                    "SELECT f.rowid, bm25(chunks_fts, 1.0, 0.5) AS s FROM chunks_fts f "
+                    "JOIN chunks k ON k.id = f.rowid JOIN documents d ON d.id = k.document_id "
+                    "JOIN collections c ON c.id = d.collection_id "
+                    "WHERE chunks_fts MATCH ? AND c.name = ? ORDER BY s LIMIT ?",
+                    (match, collection, n),
+                ).fetchall()
+            except sqlite3.OperationalError as exc:
+                raise InvalidParameterError(f"the lexical query could not be run ({exc})") from None
+        return [(int(r[0]), -float(r[1])) for r in rows]
+
+    def hits(self, collection: str, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
+        """The chunks of ``(chunk id, cosine score)`` pairs as hits, in the given order."""
+        hits = []
+        with self._lock:
+            for chunk_id, score in ranked:
+                row = self._conn.execute(
+                    'SELECT k.id, k.document_id, k.idx, k.text, k.start, k."end", k.page, '
+                    "k.heading, d.name FROM chunks k JOIN documents d ON d.id = k.document_id "
+                    "WHERE k.id = ?",
+                    (int(chunk_id),),
+                ).fetchone()
+                if row is None:
+                    continue
+                hits.append(
+                    Hit(
+                        chunk_id=int(row["id"]),
+                        document_id=int(row["document_id"]),
+                        document=row["name"],
+                        collection=collection,
+                        index=int(row["idx"]),
+                        text=row["text"],
+                        start=int(row["start"]),
+                        end=int(row["end"]),
+                        score=float(score),
+                        page=None if row["page"] is None else int(row["page"]),
+                        heading=row["heading"],
+                    )
+                )
+        return hits
+
     # ------------------------------------------------------------------- budget
     def scored_chunks(self, collection: str, query: np.ndarray, min_score: float) -> list[Hit]:
-        """Every chunk of ``collection`` whose cosine score is >= ``min_score``, best first."""
+        """Every chunk of ``collection`` whose cosine score is >= ``min_score``, best first.
+
+        Above ``ann_min_chunks`` chunks: those among the index's best
+        ``SCORED_CANDIDATES`` candidates (re-scored exactly).
+        """
         return self._ranked(collection, query, min_score=min_score)
+
+    @staticmethod
+    def _query(query: np.ndarray) -> np.ndarray:
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        return q / max(float(np.linalg.norm(q)), 1e-12)
 
     def _ranked(
         self,
@@ -432,41 +660,13 @@ class DocumentStore:
     ) -> list[Hit]:
         """Chunks by exact cosine score, best first: the top ``k`` and/or those >= ``min_score``."""
         validate_collection_name(collection)
-        q = np.asarray(query, dtype=np.float32).reshape(-1)
-        q = q / max(float(np.linalg.norm(q)), 1e-12)
         with self._lock:
-            matrix = self._matrix(collection)
-            if matrix.ids.size == 0:
-                return []
-            if matrix.vectors.shape[1] != q.shape[0]:
-                raise InvalidParameterError(
-                    f"query has {q.shape[0]} dimensions, the store {matrix.vectors.shape[1]}"
-                )
-            scores = matrix.vectors @ q
-            order = [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
+            index = self._index(collection)
+            n = k if k is not None else (index.size if index.exact else SCORED_CANDIDATES)
+            ranked = self.vector_ranking(collection, query, max(1, n))[:n]
             if min_score is not None:
-                order = [i for i in order if scores[i] >= min_score]
-            hits = []
-            for i in order:
-                row = self._conn.execute(
-                    'SELECT k.id, k.document_id, k.idx, k.text, k.start, k."end", d.name '
-                    "FROM chunks k JOIN documents d ON d.id = k.document_id WHERE k.id = ?",
-                    (int(matrix.ids[i]),),
-                ).fetchone()
-                hits.append(
-                    Hit(
-                        chunk_id=int(row["id"]),
-                        document_id=int(row["document_id"]),
-                        document=row["name"],
-                        collection=collection,
-                        index=int(row["idx"]),
-                        text=row["text"],
-                        start=int(row["start"]),
-                        end=int(row["end"]),
-                        score=float(scores[i]),
-                    )
-                )
-        return hits
+                ranked = [(i, s) for i, s in ranked if s >= min_score]
+            return self.hits(collection, ranked)
 
     @contextlib.contextmanager
     def budget_transaction(self) -> Iterator[BudgetTransaction]:

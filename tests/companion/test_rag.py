@@ -75,7 +75,8 @@ def test_eml_keeps_headers_as_metadata():
 @pytest.mark.parametrize(
     ("name", "data", "message"),
     [
-        ("a.docx", b"x", "unsupported file type"),
+        ("a.xlsx", b"x", "unsupported file type"),
+        ("a.docx", b"x", "not a readable Word document"),
         ("a.txt", b"   \n ", "no text"),
         ("a.pdf", b"not a pdf", "not a readable PDF"),
     ],
