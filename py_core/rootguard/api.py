@@ -22,23 +22,33 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from py_core.errors import InvalidParameterError, ProfileError, StateError, VeilError
+from py_core.errors import (
+    InvalidParameterError,
+    ProfileError,
+    SetupRequiredError,
+    StateError,
+    VeilError,
+)
 from py_core.rootguard.cache import STATE_FORMAT, RootCache, _checksum, canonical_json
-from py_core.rootguard.mechanism import resolve_rng
+from py_core.rootguard.mechanism import DiscreteLaplaceMechanism, resolve_rng
 from py_core.rootguard.profile import Profile, load_profile
 from py_core.rootguard.text import find_mentions, replace_mentions
 
 __all__ = [
     "DEFAULT_PROFILE",
     "RECORD_FORMAT",
+    "add_values",
     "check_record",
     "compare_records",
     "describe",
+    "drifts",
+    "epsilon_label",
     "init_state",
     "ledger",
     "noisy_values",
     "protect_text",
     "reset_state",
+    "spent",
     "validate_profile",
 ]
 
@@ -274,6 +284,39 @@ def _restore(prof: Profile, state: object, tolerate: tuple[str, ...] = ()) -> Ro
     return RootCache.from_dict(prof, copy.deepcopy(state), tolerate_mismatch=tolerate)
 
 
+def _guarantee(cache: RootCache, name: str) -> dict[str, Any]:
+    """Root ``name``'s ε both ways: per privacy unit (with its unit) and over the domain."""
+    spec = cache.profile.roots[name]
+    mech = cache.mechanism(name)
+    eps = cache.allocation[name]
+    return {
+        "epsilon": eps,
+        "privacy_unit": spec.privacy_unit,
+        "unit": spec.unit,
+        "domain": [spec.grid.lo, spec.grid.hi],
+        "domain_epsilon": mech.domain_epsilon,
+        "label": epsilon_label(eps, spec.privacy_unit, spec.unit),
+        "domain_label": (
+            f"ε {_figure(mech.domain_epsilon)} between {_figure(spec.grid.lo)} and "
+            f"{_figure(spec.grid.hi)}{_unit_suffix(spec.unit)}"
+        ),
+    }
+
+
+def _figure(value: float) -> str:
+    """A figure as shown to the person: at most four significant digits."""
+    return f"{value:.4g}"
+
+
+def _unit_suffix(unit: str) -> str:
+    return f" {unit}" if unit else ""
+
+
+def epsilon_label(epsilon: float, privacy_unit: float, unit: str) -> str:
+    """``"ε 1 per 10 kg"``: an ε that cannot be read without its distance."""
+    return f"ε {_figure(epsilon)} per {_figure(privacy_unit)}{_unit_suffix(unit)}"
+
+
 def protect_text(
     text: str,
     profile: Mapping[str, Any],
@@ -284,10 +327,20 @@ def protect_text(
 ) -> dict[str, Any]:
     """Replace the person's values in ``text`` by their cached noisy values.
 
-    Returns ``{"text", "spans", "replacements", "state"}``; ``spans`` are the
+    Returns ``{"text", "spans", "replacements", "drifts", "state"}``; ``spans`` are the
     ``[start, end]`` positions of every replaced value in the returned text.  A
     root that has a true value but no cached noisy value yet is drawn once (and
     recorded in the ledger); a cached value is never re-drawn.
+
+    A number in a value's context that is not its stored value (a *drift*: "weight
+    83.4 kg" with 82.4 stored) is never sent as typed.  For a root it is a new
+    disclosure: drawn once with the root's mechanism, cached under that written value
+    (grid index) so writing it again reuses the draw, and recorded in the ledger
+    (event ``drift``).  A derived value is answered from the noisy roots (the drifted
+    draws of this prompt where its roots drifted too), at no cost; if one of its roots
+    has neither a draw nor a true value, nothing can stand in for it and
+    :class:`SetupRequiredError` says which value to declare.  ``drifts`` lists each
+    drifted number (what the person may want to store instead).
     """
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}")
@@ -295,28 +348,97 @@ def protect_text(
     source = resolve_rng(rng, secure=True)
     truth = _true_values(prof, true_values)
     cache = _restore(prof, state)
-    mentions = find_mentions(text, prof, truth)
+    mentions = find_mentions(text, prof, truth, drift=True)
     needed: set[str] = set()
     for mention in mentions:
-        needed |= prof.root_dependencies(mention.name)
-    missing = sorted(needed - set(cache.roots))
+        if not mention.drift or mention.name in prof.derived:
+            needed |= prof.root_dependencies(mention.name)
+    missing = sorted(n for n in needed - set(cache.roots) if n in truth)
     if missing:
         cache.draw(truth, source, names=missing, event="draw")
+    # Roots first, so a drifted derived value can use this prompt's drifted roots.
+    answers: dict[int, float] = {}
+    drifted_roots: dict[str, float] = {}
+    drifts: list[dict[str, Any]] = []
+    for position, mention in enumerate(mentions):
+        if not mention.drift or mention.name not in prof.roots:
+            continue
+        assert mention.value is not None
+        name = mention.name
+        stored = truth.get(name)
+        if stored is not None and cache.true_index(name, stored) == cache.true_index(
+            name, mention.value
+        ):
+            answers[position] = cache.value(name)  # the stored value at the grid's precision
+            continue
+        drifted, drawn = cache.drift(name, mention.value, source)
+        answers[position] = drifted
+        drifted_roots.setdefault(name, drifted)
+        grid = prof.roots[name].grid
+        drifts.append(
+            {
+                "name": name,
+                "title": prof.roots[name].title,
+                "unit": prof.roots[name].unit,
+                "written": mention.original,
+                "value": grid.value(cache.true_index(name, mention.value)),
+                "drawn": drawn,
+                "derived": False,
+            }
+        )
+    base = cache.root_values()
+    for position, mention in enumerate(mentions):
+        if not mention.drift or mention.name not in prof.derived:
+            continue
+        roots = {**base, **drifted_roots}
+        lacking = sorted(prof.root_dependencies(mention.name) - set(roots))
+        if lacking:
+            spec = prof.derived[mention.name]
+            raise SetupRequiredError(
+                f"{mention.original!r} after {spec.title} is not your stored {spec.title}, and "
+                f"RootGuard can only answer it from noisy values of {', '.join(lacking)}, which "
+                "have no value yet: declare them (the number was not sent)"
+            )
+        answers[position] = prof.evaluate(mention.name, roots)
+        drifts.append(
+            {
+                "name": mention.name,
+                "title": prof.derived[mention.name].title,
+                "unit": prof.derived[mention.name].unit,
+                "written": mention.original,
+                "value": mention.value,
+                "drawn": False,
+                "derived": True,
+            }
+        )
     noisy = cache.values() if mentions else {}
-    new_text, replacements = replace_mentions(text, mentions, prof, noisy.__getitem__)
+    index_of = {id(m): i for i, m in enumerate(mentions)}
+
+    def answer(mention: Any) -> float:
+        position = index_of[id(mention)]
+        return answers[position] if position in answers else noisy[mention.name]
+
+    new_text, replacements = replace_mentions(
+        text, mentions, prof, noisy.__getitem__, by_mention=answer
+    )
+    out_reps = [
+        {
+            "name": r.name,
+            "original": r.original,
+            "replacement": r.replacement,
+            "start": r.start,
+            "end": r.end,
+            "drift": mention.drift,
+            "guarantees": {n: _guarantee(cache, n) for n in sorted(prof.root_dependencies(r.name))},
+        }
+        # find_mentions returns the mentions sorted, replace_mentions keeps that order.
+        for mention, r in zip(sorted(mentions, key=lambda m: m.start), replacements, strict=True)
+    ]
     return {
         "text": new_text,
         "spans": [[r.start, r.end] for r in replacements],
-        "replacements": [
-            {
-                "name": r.name,
-                "original": r.original,
-                "replacement": r.replacement,
-                "start": r.start,
-                "end": r.end,
-            }
-            for r in replacements
-        ],
+        "replacements": out_reps,
+        "drifts": drifts,
         "state": cache.to_dict(),
     }
 
@@ -344,9 +466,11 @@ def reset_state(
         raise InvalidParameterError(f"names must be a list of root names; got {names!r}")
     chosen = tuple(names) if names is not None else tuple(n for n in prof.roots if n in truth)
     # Roots the profile no longer declares are dropped by a reset (nothing is drawn for them).
-    stale = ()
-    if isinstance(state, Mapping) and isinstance(state.get("roots"), Mapping):
-        stale = tuple(n for n in state["roots"] if n not in prof.roots)
+    stale: tuple[str, ...] = ()
+    if isinstance(state, Mapping):
+        for key in ("roots", "drifts"):
+            if isinstance(state.get(key), Mapping):
+                stale += tuple(n for n in state[key] if n not in prof.roots and n not in stale)
     cache = _restore(prof, state, chosen + stale)
     cache.reset(truth, source, names=list(chosen))
     return cache.to_dict()
@@ -369,12 +493,19 @@ def ledger(state: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def describe(profile: Mapping[str, Any]) -> dict[str, Any]:
-    """Per root: ε, privacy unit, noise scale and the ε between the domain's ends."""
+    """Per root: ε per privacy unit (with a label naming the unit), the noise scale and
+    the ε between the domain's ends; and both totals over the profile.
+
+    ``total_epsilon`` is the sum of the roots' ε, each per its own privacy unit (the
+    budget); ``total_domain_epsilon`` is the sum of the ε between the ends of each
+    root's domain -- the figure for two people at opposite ends of every domain.
+    """
     prof = _profile(profile)
     cache = RootCache.empty(prof)
     roots = {}
     for name, spec in prof.roots.items():
         mech = cache.mechanism(name)
+        guarantee = _guarantee(cache, name)
         roots[name] = {
             "title": spec.title,
             "unit": spec.unit,
@@ -383,12 +514,146 @@ def describe(profile: Mapping[str, Any]) -> dict[str, Any]:
             "privacy_unit": spec.privacy_unit,
             "noise_scale": float(mech.scale * mech.grid.fstep),
             "domain_epsilon": mech.domain_epsilon,
+            "label": guarantee["label"],
+            "domain_label": guarantee["domain_label"],
         }
     derived = {
         name: {"from": sorted(prof.root_dependencies(name)), "expression": spec.expression.source}
         for name, spec in prof.derived.items()
     }
-    return {"budget": prof.budget, "target": prof.target, "roots": roots, "derived": derived}
+    total = math.fsum(r["epsilon"] for r in roots.values())
+    total_domain = math.fsum(r["domain_epsilon"] for r in roots.values())
+    return {
+        "budget": prof.budget,
+        "target": prof.target,
+        "roots": roots,
+        "derived": derived,
+        "total_epsilon": total,
+        "total_domain_epsilon": total_domain,
+        "total_label": (
+            f"ε {_figure(total)} in total, each root's ε per its own privacy unit; "
+            f"ε {_figure(total_domain)} in total between the ends of every root's domain"
+        ),
+    }
+
+
+def spent(profile: Mapping[str, Any], state: Mapping[str, Any]) -> dict[str, Any]:
+    """What the ledger has spent, both ways: ε per privacy unit, and ε over the domains.
+
+    Every draw (init, draw, drift, add, reset) of root ``i`` at ``ε_i`` costs ``ε_i`` per
+    privacy unit and ``ε_i · (domain width / privacy unit)`` between its domain's ends
+    (rounded up to the grid, as :attr:`DiscreteLaplaceMechanism.domain_epsilon`).
+    """
+    prof = _profile(profile)
+    cache = _restore(prof, state)
+    per_unit = 0.0
+    per_domain = 0.0
+    draws = 0
+    for entry in cache.ledger:
+        for name, eps in entry["epsilon"].items():
+            draws += 1
+            per_unit += float(eps)
+            if name in prof.roots:
+                spec = prof.roots[name]
+                mech = DiscreteLaplaceMechanism(spec.grid, float(eps), spec.privacy_unit)
+                per_domain += mech.domain_epsilon
+    return {
+        "draws": draws,
+        "epsilon": per_unit,
+        "domain_epsilon": per_domain,
+        "label": (
+            f"spent so far: ε {_figure(per_unit)} per privacy unit in {draws} draw(s); "
+            f"ε {_figure(per_domain)} between the ends of the domains"
+        ),
+    }
+
+
+def drifts(
+    profile: Mapping[str, Any], true_values: Mapping[str, Any], state: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Every value the person wrote that differs from the stored one, with its cached draw.
+
+    What the options page offers to store instead ("update my stored weight?"):
+    :func:`add_values` with that value takes the cached draw at no cost.
+    """
+    prof = _profile(profile)
+    truth = _true_values(prof, true_values)
+    cache = _restore(prof, state)
+    out = []
+    for name in prof.roots:
+        grid = prof.roots[name].grid
+        for key, root in sorted(cache.drifts.get(name, {}).items()):
+            out.append(
+                {
+                    "name": name,
+                    "title": prof.roots[name].title,
+                    "unit": prof.roots[name].unit,
+                    "value": grid.value(key),
+                    "noisy": grid.value(root.index),
+                    "stored": truth.get(name),
+                }
+            )
+    return out
+
+
+def add_values(
+    profile: Mapping[str, Any],
+    true_values: Mapping[str, Any],
+    state: Mapping[str, Any],
+    values: Mapping[str, Any],
+    *,
+    rng: object = None,
+) -> dict[str, Any]:
+    """Store ``values`` (root -> true value) without touching any other root's draw.
+
+    A root with no value yet is drawn once (ledger event ``add``), unless the person
+    already wrote that value in a prompt: then its cached drifted draw becomes the
+    root's, at no cost.  A root whose stored value changes is *updated* the same way
+    (ledger event ``update`` when it draws); its old draw stays cached under the old
+    value, so writing the old value again still sends the same noisy number.  Every
+    other root, and every cached draw, is unchanged.  Returns ``{"trueValues" (in the
+    profile's order), "state", "added", "updated", "adopted"}`` -- ``adopted``: the names
+    whose draw was taken from an earlier drift instead of drawn.
+    """
+    prof = _profile(profile)
+    source = resolve_rng(rng, secure=True)
+    truth = _true_values(prof, true_values)
+    if not isinstance(values, Mapping) or not values:
+        raise InvalidParameterError("values must be a non-empty object of root -> number")
+    derived = sorted(n for n in values if n in prof.derived)
+    if derived:
+        raise InvalidParameterError(
+            f"{', '.join(derived)} are computed from other values, never stored; give their "
+            f"roots ({', '.join(sorted(set().union(*(prof.root_dependencies(n) for n in derived))))})"
+        )
+    new = _true_values(prof, values)
+    if set(values) - set(new):
+        empty = sorted(n for n in values if n not in new)
+        raise InvalidParameterError(f"no value given for {', '.join(empty)}")
+    cache = _restore(prof, state)
+    added: list[str] = []
+    updated: list[str] = []
+    adopted: list[str] = []
+    for name in prof.roots:  # the profile's order, so the ledger reads as the table does
+        if name not in new:
+            continue
+        old = truth.get(name)
+        if old is not None and cache.true_index(name, old) == cache.true_index(name, new[name]):
+            continue
+        event = "add" if old is None else "update"
+        drew = cache.adopt(name, new[name], old, source, event=event)
+        (added if old is None else updated).append(name)
+        if not drew:
+            adopted.append(name)
+    merged = {**truth, **new}
+    ordered = {n: merged[n] for n in prof.roots if n in merged}
+    return {
+        "trueValues": ordered,
+        "state": cache.to_dict(),
+        "added": added,
+        "updated": updated,
+        "adopted": adopted,
+    }
 
 
 # The format tag of an exported record (the options page, ``veil rootguard export``).
@@ -499,6 +764,17 @@ def compare_records(here: Mapping[str, Any], incoming: Mapping[str, Any]) -> tup
         )
     if dropped:
         reasons.append(f"{', '.join(dropped)} are drawn here but not in the file")
+    ours_d, theirs_d = here_state.get("drifts", {}), in_state.get("drifts", {})
+    drift_conflicts = sorted(
+        n
+        for n, entries in ours_d.items()
+        if any(theirs_d.get(n, {}).get(k) != v for k, v in entries.items())
+    )
+    if drift_conflicts:
+        reasons.append(
+            f"draws of other written values of {', '.join(drift_conflicts)} are here but "
+            "missing or different in the file"
+        )
     ledger_here, ledger_in = here_state.get("ledger", []), in_state.get("ledger", [])
     if ledger_in[: len(ledger_here)] != ledger_here:
         reasons.append("the ledgers differ (the file's ledger does not continue this one)")

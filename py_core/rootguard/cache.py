@@ -120,6 +120,9 @@ class RootCache:
     allocation: dict[str, float]
     roots: dict[str, CachedRoot] = field(default_factory=dict)
     ledger: list[dict[str, Any]] = field(default_factory=list)
+    # Drifted values: per root, the grid index of a value the person wrote that is not
+    # the stored one -> its own draw (made once, reused whenever that value recurs).
+    drifts: dict[str, dict[int, CachedRoot]] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, profile: Profile) -> RootCache:
@@ -143,6 +146,39 @@ class RootCache:
         spec = self.profile.roots[name]
         return DiscreteLaplaceMechanism(spec.grid, self.allocation[name], spec.privacy_unit)
 
+    def _check_cap(self, names: list[str], requested: float) -> None:
+        cap = self.profile.max_total_epsilon
+        if cap is not None and self.total_spent + requested > cap * (1 + 1e-12):
+            remaining = max(0.0, cap - self.total_spent)
+            raise InsufficientBudgetError(
+                f"drawing {', '.join(names)} would spend ε={requested:g} but only "
+                f"{remaining:g} of the lifetime cap {cap:g} remains; nothing was drawn",
+                remaining=remaining,
+                requested=requested,
+            )
+
+    def _record(self, event: str, cost: dict[str, float]) -> dict[str, Any]:
+        requested = sum(cost.values())
+        entry = {
+            "seq": len(self.ledger) + 1,
+            "event": event,
+            "epsilon": cost,
+            "spent": requested,
+            "total_spent": self.total_spent + requested,
+        }
+        self.ledger.append(entry)
+        return entry
+
+    def _cached(self, name: str, index: int) -> CachedRoot:
+        params = CachedRoot.parameters(self.profile.roots[name], self.allocation[name])
+        return CachedRoot(
+            index=index,
+            epsilon=params["epsilon"],
+            domain=(params["domain"][0], params["domain"][1]),
+            precision=params["precision"],
+            privacy_unit=params["privacy_unit"],
+        )
+
     def _spend(
         self,
         names: list[str],
@@ -154,38 +190,89 @@ class RootCache:
             return None
         cost = {name: self.allocation[name] for name in names}
         requested = sum(cost.values())
-        cap = self.profile.max_total_epsilon
-        if cap is not None and self.total_spent + requested > cap * (1 + 1e-12):
-            remaining = max(0.0, cap - self.total_spent)
-            raise InsufficientBudgetError(
-                f"drawing {', '.join(names)} would spend ε={requested:g} but only "
-                f"{remaining:g} of the lifetime cap {cap:g} remains; nothing was drawn",
-                remaining=remaining,
-                requested=requested,
-            )
+        self._check_cap(names, requested)
         # Draw everything first; the cache changes only if every draw succeeded.
         drawn = {}
         for name in names:
             value = _true_value(name, true_values)
             drawn[name] = self.mechanism(name).release_index(value, rng)
         for name, index in drawn.items():
-            params = CachedRoot.parameters(self.profile.roots[name], cost[name])
-            self.roots[name] = CachedRoot(
-                index=index,
-                epsilon=params["epsilon"],
-                domain=(params["domain"][0], params["domain"][1]),
-                precision=params["precision"],
-                privacy_unit=params["privacy_unit"],
-            )
-        entry = {
-            "seq": len(self.ledger) + 1,
-            "event": event,
-            "epsilon": cost,
-            "spent": requested,
-            "total_spent": self.total_spent + requested,
-        }
-        self.ledger.append(entry)
-        return entry
+            self.roots[name] = self._cached(name, index)
+        return self._record(event, cost)
+
+    # -- drifted values ---------------------------------------------------------------------
+    def true_index(self, name: str, value: float) -> int:
+        """The grid index ``value`` of root ``name`` snaps to (what a drift is cached under)."""
+        return self.profile.roots[name].grid.snap(value)
+
+    def drift(
+        self, name: str, value: float, rng: RandomSource, *, event: str = "drift"
+    ) -> tuple[float, bool]:
+        """The noisy value of root ``name`` written as ``value`` (not its stored value).
+
+        Drawn once with the root's mechanism, cached under ``value``'s grid index and
+        recorded in the ledger; the same value later reuses the draw.  Returns the noisy
+        value and whether it was drawn now.
+        """
+        if name not in self.profile.roots:
+            raise InvalidParameterError(_not_a_root(self.profile, name))
+        grid = self.profile.roots[name].grid
+        key = self.true_index(name, value)
+        cached = self.drifts.get(name, {}).get(key)
+        if cached is not None:
+            return grid.value(cached.index), False
+        cost = {name: self.allocation[name]}
+        self._check_cap([name], cost[name])
+        index = self.mechanism(name).release_index(grid.value(key), rng)
+        self.drifts.setdefault(name, {})[key] = self._cached(name, index)
+        self._record(event, cost)
+        return grid.value(index), True
+
+    def adopt(
+        self,
+        name: str,
+        value: float,
+        old_value: float | None,
+        rng: RandomSource,
+        *,
+        event: str = "add",
+    ) -> bool:
+        """Make ``value`` root ``name``'s stored value; True when this drew (spent) anew.
+
+        A draw already cached for ``value`` (the person wrote it before) becomes the
+        root's draw at no cost; otherwise it is drawn once and recorded under ``event``.
+        The draw of ``old_value`` (if any) stays cached as a drift of it, so writing the
+        old value again still reuses its draw.  Nothing else changes.
+        """
+        if name not in self.profile.roots:
+            raise InvalidParameterError(_not_a_root(self.profile, name))
+        key = self.true_index(name, value)
+        previous = self.roots.get(name)
+        if (
+            previous is not None
+            and old_value is not None
+            and self.true_index(name, old_value) == key
+        ):
+            return False
+        drawn_now = False
+        taken = self.drifts.get(name, {}).pop(key, None)
+        if taken is None:
+            cost = {name: self.allocation[name]}
+            self._check_cap([name], cost[name])
+            grid = self.profile.roots[name].grid
+            taken = self._cached(name, self.mechanism(name).release_index(grid.value(key), rng))
+            self._record(event, cost)
+            drawn_now = True
+        if previous is not None:
+            if old_value is None:
+                raise StateError(
+                    f"{name!r} has a cached draw but no stored true value; reset it explicitly"
+                )
+            self.drifts.setdefault(name, {})[self.true_index(name, old_value)] = previous
+        self.roots[name] = taken
+        if not self.drifts.get(name):
+            self.drifts.pop(name, None)
+        return drawn_now
 
     def draw(
         self,
@@ -223,6 +310,8 @@ class RootCache:
                 raise InvalidParameterError(
                     f"cannot reset {name!r}: no true value given for it (nothing was drawn)"
                 )
+        for name in wanted:  # a reset starts the root over: its drifted draws go too
+            self.drifts.pop(name, None)
         return self._spend(wanted, true_values, rng, "reset")
 
     # -- answering --------------------------------------------------------------------------
@@ -265,6 +354,22 @@ class RootCache:
             },
             "ledger": [dict(entry) for entry in self.ledger],
         }
+        if any(self.drifts.values()):  # absent when empty: older states keep their checksum
+            body["drifts"] = {
+                name: {
+                    str(key): {
+                        "index": root.index,
+                        "value": self.profile.roots[name].grid.value(root.index),
+                        "epsilon": root.epsilon,
+                        "domain": list(root.domain),
+                        "precision": root.precision,
+                        "privacy_unit": root.privacy_unit,
+                    }
+                    for key, root in sorted(entries.items())
+                }
+                for name, entries in sorted(self.drifts.items())
+                if entries
+            }
         body = _canonical(body)
         body["checksum"] = _checksum(body)
         return body
@@ -315,32 +420,40 @@ class RootCache:
                         "declare as an independent root"
                     )
                 continue
-            spec = profile.roots[name]
-            try:
-                root = CachedRoot(
-                    index=raw["index"],
-                    epsilon=float(raw["epsilon"]),
-                    domain=(float(raw["domain"][0]), float(raw["domain"][1])),
-                    precision=float(raw["precision"]),
-                    privacy_unit=float(raw["privacy_unit"]),
-                )
-            except (KeyError, TypeError, ValueError, IndexError):
-                problems.append(f"root {name!r}: malformed entry {raw!r}")
-                continue
-            mismatch = root.mismatches(spec, allocation[name])
-            if isinstance(root.index, bool) or not isinstance(root.index, int):
-                mismatch.append(f"index {root.index!r} is not an integer")
-            elif not spec.grid.contains(root.index):
-                mismatch.append(f"index {root.index} is outside the domain's grid")
-            if mismatch:
+            root = _parse_root(
+                profile, allocation, name, raw, f"root {name!r}", problems, tolerated
+            )
+            if root is not None:
+                roots[name] = root
+        drifts: dict[str, dict[int, CachedRoot]] = {}
+        raw_drifts = data.get("drifts", {})
+        if not isinstance(raw_drifts, dict) or not all(
+            isinstance(v, dict) for v in raw_drifts.values()
+        ):
+            problems.append("'drifts' is not an object of root -> {value index: draw}")
+            raw_drifts = {}
+        for name, entries in raw_drifts.items():
+            if name not in profile.roots:
                 if name not in tolerated:
                     problems.append(
-                        f"root {name!r} was drawn with "
-                        + "; ".join(mismatch)
-                        + f" -- reset {name!r} explicitly to redraw it (spends ε again)"
+                        f"state holds drifted draws of {name!r}, which the profile does not "
+                        "declare as an independent root"
                     )
                 continue
-            roots[name] = root
+            for key, raw in entries.items():
+                where = f"a drifted draw of {name!r}"
+                try:
+                    true_index = int(key)
+                except ValueError:
+                    problems.append(f"{where}: key {key!r} is not a grid index")
+                    continue
+                if not profile.roots[name].grid.contains(true_index):
+                    if name not in tolerated:
+                        problems.append(f"{where}: its value is outside the domain's grid")
+                    continue
+                root = _parse_root(profile, allocation, name, raw, where, problems, tolerated)
+                if root is not None:
+                    drifts.setdefault(name, {})[true_index] = root
         ledger = data.get("ledger")
         if not isinstance(ledger, list):
             problems.append("ledger is not a list")
@@ -368,7 +481,46 @@ class RootCache:
             allocation=allocation,
             roots=roots,
             ledger=[dict(e) for e in ledger],
+            drifts=drifts,
         )
+
+
+def _parse_root(
+    profile: Profile,
+    allocation: Mapping[str, float],
+    name: str,
+    raw: object,
+    where: str,
+    problems: list[str],
+    tolerated: set[str],
+) -> CachedRoot | None:
+    """One stored draw of root ``name``, checked against the profile; None when refused."""
+    spec = profile.roots[name]
+    try:
+        root = CachedRoot(
+            index=raw["index"],  # type: ignore[index]
+            epsilon=float(raw["epsilon"]),  # type: ignore[index]
+            domain=(float(raw["domain"][0]), float(raw["domain"][1])),  # type: ignore[index]
+            precision=float(raw["precision"]),  # type: ignore[index]
+            privacy_unit=float(raw["privacy_unit"]),  # type: ignore[index]
+        )
+    except (KeyError, TypeError, ValueError, IndexError):
+        problems.append(f"{where}: malformed entry {raw!r}")
+        return None
+    mismatch = root.mismatches(spec, allocation[name])
+    if isinstance(root.index, bool) or not isinstance(root.index, int):
+        mismatch.append(f"index {root.index!r} is not an integer")
+    elif not spec.grid.contains(root.index):
+        mismatch.append(f"index {root.index} is outside the domain's grid")
+    if mismatch:
+        if name not in tolerated:
+            problems.append(
+                f"{where} was drawn with "
+                + "; ".join(mismatch)
+                + f" -- reset {name!r} explicitly to redraw it (spends ε again)"
+            )
+        return None
+    return root
 
 
 def _true_value(name: str, true_values: Mapping[str, float]) -> float:

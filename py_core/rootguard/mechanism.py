@@ -215,10 +215,13 @@ class DiscreteLaplaceMechanism:
 
     @property
     def domain_epsilon(self) -> float:
-        """The ε guaranteed between any two values of the domain."""
-        return self.epsilon_for_distance(
-            float((self.grid.last - self.grid.first) * self.grid.fstep)
-        )
+        """The ε guaranteed between any two values of the domain (rounded up).
+
+        Counted in whole grid steps: going through the float width (14.8 for
+        creatinine's [0.2, 15] at 0.01) rounded one step too many onto it.
+        """
+        steps = self.grid.last - self.grid.first
+        return math.nextafter(float(steps / self.scale), math.inf) if steps else 0.0
 
     def release_index(self, value: float, rng: RandomSource) -> int:
         """Snap ``value`` to the grid, add exact discrete Laplace noise, clamp; the index."""

@@ -14,8 +14,13 @@ text.  :func:`find_mentions` looks for numbers that
    have computed from rounded inputs).
 
 Numbers inside dates, times, phone numbers, long identifiers and ranges
-("70-80 kg", "between 70 and 80") are never touched, and neither is any number
-that is not one of the person's declared values.  :func:`replace_mentions`
+("70-80 kg", "between 70 and 80") are never touched.  With ``drift=True`` a number
+in such a context that is *not* the stored value -- "weight 83.4 kg" with 82.4
+stored, "I'm 53" with 52 -- is returned too (``Mention.drift``), as long as it lies
+in the value's public range (a root's domain; for a derived value, its formula over
+the corners of its roots' domains): the caller draws it as a new disclosure.  A
+number outside that range ("I lost 5 kg", "the map 2") is not a possible value of
+the root and is left as typed.  :func:`replace_mentions`
 writes the noisy value in the same unit and with the same number of decimals,
 and returns the positions of the replacements in the new text so the k-RR step
 can leave them alone.
@@ -23,13 +28,14 @@ can leave them alone.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from py_core.rootguard.profile import DerivedSpec, Profile
+from py_core.rootguard.profile import DerivedSpec, Profile, RootSpec
 from py_core.rootguard.units import QUANTITIES, convert
 
 __all__ = ["Mention", "Replacement", "find_mentions", "replace_mentions"]
@@ -47,6 +53,10 @@ class Mention:
     decimals: int
     # For "ft_in" the span holds two numbers; their offsets inside the span.
     parts: tuple[tuple[int, int], ...] = ()
+    # A number in the value's context that is *not* its stored value (``drift=True``
+    # of :func:`find_mentions`): ``value`` is what was written, in the value's own unit.
+    drift: bool = False
+    value: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,9 +278,103 @@ def _matching(
     return out
 
 
-def find_mentions(text: str, profile: Profile, true_values: Mapping[str, float]) -> list[Mention]:
-    """Every place ``text`` writes one of the person's values (see the module doc)."""
+# After an age phrase ("I'm 30 ..."), a number followed by one of these words is a
+# count or a duration, not an age; only a drift needs this (an exact match is rare).
+_NOT_AN_AGE = re.compile(
+    r"^\s*(?:minutes?|mins?|hours?|hrs?|h\b|seconds?|secs?|days?|weeks?|months?|times|"
+    r"percent|per\s*cent|miles?|km|steps|people|of\b|out\s+of|points?|dollars?|euros?|"
+    r"pounds?\s+(?:short|over)|x\b|st\b|nd\b|rd\b|th\b)",
+    re.IGNORECASE,
+)
+
+
+class _Ranges:
+    """The public range of each value: a root's domain; a derived value's formula
+    evaluated at every corner of its roots' domains (exact for a formula monotone in
+    each root, as every built-in one is), computed once per call."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self.cache: dict[str, tuple[float, float] | None] = {}
+
+    def of(self, name: str) -> tuple[float, float] | None:
+        if name not in self.cache:
+            self.cache[name] = self._compute(name)
+        return self.cache[name]
+
+    def _compute(self, name: str) -> tuple[float, float] | None:
+        profile = self.profile
+        if name in profile.roots:
+            grid = profile.roots[name].grid
+            return (grid.lo, grid.hi)
+        deps = sorted(profile.root_dependencies(name))
+        if not deps or len(deps) > 10:
+            return None
+        found = []
+        for corner in itertools.product(*((0, 1) for _ in deps)):
+            point = {
+                d: (profile.roots[d].grid.lo, profile.roots[d].grid.hi)[c]
+                for d, c in zip(deps, corner, strict=True)
+            }
+            try:
+                value = profile.evaluate(name, point)
+            except (ArithmeticError, ValueError):
+                continue
+            if math.isfinite(value):
+                found.append(value)
+        return (min(found), max(found)) if found else None
+
+
+def _drifting(
+    profile: Profile,
+    truth: Mapping[str, float],
+    ranges: _Ranges,
+    candidates: set[str],
+    written: float,
+    unit: str | None,
+) -> tuple[str, float] | None:
+    """The value ``written`` (in ``unit``; None: the value's own) most plausibly stands
+    for when it is not the stored value, and ``written`` in that value's unit.
+
+    Only values whose public range holds ``written`` qualify; among them the one whose
+    stored value is nearest (in privacy units, or range widths for a derived value),
+    then one with no stored value, then profile order."""
+    options = []
+    for order, name in enumerate(profile.names):
+        if name not in candidates:
+            continue
+        spec = profile.spec(name)
+        from_unit = spec.unit if unit is None else unit
+        if from_unit not in QUANTITIES[spec.quantity].factors:
+            continue
+        value = convert(written, spec.quantity, from_unit, spec.unit)
+        span = ranges.of(name)
+        if span is None or not span[0] - 1e-9 <= value <= span[1] + 1e-9:
+            continue
+        if name in truth:
+            width = (
+                spec.privacy_unit if isinstance(spec, RootSpec) else max(span[1] - span[0], 1e-12)
+            )
+            distance = abs(value - truth[name]) / width
+        else:
+            distance = math.inf
+        options.append((distance, order, name, value))
+    if not options:
+        return None
+    _, _, name, value = min(options)
+    return name, value
+
+
+def find_mentions(
+    text: str, profile: Profile, true_values: Mapping[str, float], *, drift: bool = False
+) -> list[Mention]:
+    """Every place ``text`` writes one of the person's values (see the module doc).
+
+    ``drift=True`` also returns, with ``Mention.drift`` set, every number in a value's
+    context that is not its stored value but lies in its public range.
+    """
     truth = profile.evaluate_all({k: v for k, v in true_values.items() if v is not None})
+    ranges = _Ranges(profile)
     aliases = _AliasHits.scan(text, _alias_table(profile))
     taken = [False] * (len(text) + 1)
     for m in _PROTECTED.finditer(text):
@@ -317,6 +421,23 @@ def find_mentions(text: str, profile: Profile, true_values: Mapping[str, float])
                 end -= 1
             original = text[m.start() : end]
             claim(Mention(m.start(), end, names[0], original, "ft_in", decimals, span))
+        elif drift:
+            hit = _drifting(profile, truth, ranges, near, cm, "cm")
+            if hit:
+                span = (
+                    (m.start("ft") - m.start(), m.end("ft") - m.start()),
+                    (m.start("in") - m.start(), m.end("in") - m.start()),
+                )
+                end = m.end()
+                while end > m.start() and text[end - 1].isspace():
+                    end -= 1
+                original = text[m.start() : end]
+                claim(
+                    Mention(
+                        m.start(), end, hit[0], original, "ft_in", decimals, span,
+                        drift=True, value=hit[1],
+                    )
+                )  # fmt: skip
 
     pressures = [n for n in profile.names if profile.spec(n).quantity == "pressure"]
     for m in _BLOOD_PRESSURE.finditer(text):
@@ -331,6 +452,16 @@ def find_mentions(text: str, profile: Profile, true_values: Mapping[str, float])
             names.sort(key=lambda n: 0 if _looks_like(profile, n, group) else 1)
             if names:
                 claim(Mention(m.start(group), m.end(group), names[0], m.group(group), "mmHg", 0))
+            elif drift:
+                fitting = {n for n in pressures if _looks_like(profile, n, group)}
+                hit = _drifting(profile, truth, ranges, fitting or set(pressures), written, "mmHg")
+                if hit:
+                    claim(
+                        Mention(
+                            m.start(group), m.end(group), hit[0], m.group(group), "mmHg", 0,
+                            drift=True, value=hit[1],
+                        )
+                    )  # fmt: skip
 
     for m in _PAIR.finditer(text):
         if not free(m.start(), m.end()):
@@ -352,6 +483,16 @@ def find_mentions(text: str, profile: Profile, true_values: Mapping[str, float])
                         m.start(group), m.end(group), names[0], written_text, spec_unit, decimals
                     )
                 )
+            elif drift:
+                hit = _drifting(profile, truth, ranges, names_here, float(written_text), unit)
+                if hit:
+                    spec_unit = unit or profile.spec(hit[0]).unit
+                    found.append(
+                        Mention(
+                            m.start(group), m.end(group), hit[0], written_text, spec_unit,
+                            decimals, drift=True, value=hit[1],
+                        )
+                    )  # fmt: skip
         for mention in found:
             claim(mention)
 
@@ -363,6 +504,15 @@ def find_mentions(text: str, profile: Profile, true_values: Mapping[str, float])
         names = _matching(profile, truth, ages, float(m.group("age")), None, 0)
         if names:
             claim(Mention(start, end, names[0], m.group("age"), profile.spec(names[0]).unit, 0))
+        elif drift:
+            hit = _drifting(profile, truth, ranges, ages, float(m.group("age")), None)
+            if hit:
+                unit_of = profile.spec(hit[0]).unit
+                claim(
+                    Mention(
+                        start, end, hit[0], m.group("age"), unit_of, 0, drift=True, value=hit[1]
+                    )
+                )
 
     for m in _NUMBER.finditer(text):
         start, end = m.span(1)
@@ -376,9 +526,10 @@ def find_mentions(text: str, profile: Profile, true_values: Mapping[str, float])
         if unit is None and text[end : end + 1].isalpha():
             continue  # glued to a word that is not a unit ("3rd", "4x")
         near = _aliased_names(text, start, aliases)
-        if unit is None and (
+        age_phrase = unit is None and (
             _AGE_AFTER.match(text[end:]) or _AGE_BEFORE.search(text[max(0, start - 20) : start])
-        ):
+        )
+        if age_phrase:
             near |= ages
         if unit == "years":
             near = (near & ages) or ages
@@ -393,10 +544,23 @@ def find_mentions(text: str, profile: Profile, true_values: Mapping[str, float])
             continue
         unit_for_match = unit if unit not in (None, "years") else None
         names = _matching(profile, truth, candidates, written, unit_for_match, decimals)
-        if not names:
+        if names:
+            spec_unit = unit_for_match or profile.spec(names[0]).unit
+            claim(Mention(start, end, names[0], written_text, spec_unit, decimals))
             continue
-        spec_unit = unit_for_match or profile.spec(names[0]).unit
-        claim(Mention(start, end, names[0], written_text, spec_unit, decimals))
+        if not drift:
+            continue
+        if unit is None and not (near - ages) and _NOT_AN_AGE.match(text[end:]):
+            continue  # "I'm 30 minutes late": a duration after an age phrase
+        hit = _drifting(profile, truth, ranges, candidates, written, unit_for_match)
+        if hit:
+            spec_unit = unit_for_match or profile.spec(hit[0]).unit
+            claim(
+                Mention(
+                    start, end, hit[0], written_text, spec_unit, decimals,
+                    drift=True, value=hit[1],
+                )
+            )  # fmt: skip
     mentions.sort(key=lambda x: x.start)
     return mentions
 
@@ -427,15 +591,21 @@ def replace_mentions(
     mentions: list[Mention],
     profile: Profile,
     noisy_value: Callable[[str], float],
+    *,
+    by_mention: Callable[[Mention], float] | None = None,
 ) -> tuple[str, list[Replacement]]:
-    """``text`` with every mention rewritten from ``noisy_value(name)`` (declared unit)."""
+    """``text`` with every mention rewritten from ``noisy_value(name)`` (declared unit).
+
+    ``by_mention``, when given, answers each mention instead (a drifted number gets
+    the draw cached under its own written value, not the stored value's).
+    """
     out: list[str] = []
     replacements: list[Replacement] = []
     position = 0
     shift = 0
     for mention in sorted(mentions, key=lambda x: x.start):
         spec = profile.spec(mention.name)
-        noisy = noisy_value(mention.name)
+        noisy = by_mention(mention) if by_mention is not None else noisy_value(mention.name)
         if mention.unit == "ft_in":
             inches_total = convert(noisy, spec.quantity, spec.unit, "in")
             scale = 10**mention.decimals
