@@ -184,7 +184,7 @@ export const SCHEMA = Object.freeze({
     reply: { relation: "new, same or extends (a conflict is refused)", state: "RootGuard's state", noisy: "the cached noisy values", ledger: "its ledger", describe: "the profile described" },
   },
   [Msg.GET_DRAFT]: {
-    from: ["pages"],
+    from: ["pages", "background"],
     target: Target.CONTENT,
     data: {},
     reply: { text: "the draft in the site's editor", editorKind: "its kind (editors.js), or null", siteId: "the page's site id" },

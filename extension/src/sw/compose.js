@@ -114,6 +114,11 @@ export async function composeSend(ext, data, { protect }) {
   if (!check?.ok) return refusal("Veil is not running in that tab yet: reload the page. Nothing was sent.");
   if (!check.data.protected) return refusal("Veil's protection is not on in that tab, so the panel writes nothing into it. Nothing was sent.");
   if (!check.data.editor.foundBy) return refusal("Veil found no chat box on that page to write into (click into it once, then send again). Nothing was sent.");
+  const draft = await askTab(ext, tabId, message(Msg.GET_DRAFT, Target.CONTENT, {}));
+  if (!draft?.ok) return refusal("Veil could not read the chat box of that page. Nothing was sent.");
+  if (draft.data.text.trim()) {
+    return refusal("The site's chat box holds text typed there; send or clear it first (Veil protects it when it is sent). Veil wrote nothing into the page.");
+  }
 
   const result = await protect(ext, { text, url: tab.url }, { url: tab.url, tab }, { failOpen: false });
   if (result.action !== "send" || !result.protected || typeof result.text !== "string") {
