@@ -187,6 +187,7 @@ def create_app(
         queue_size=settings.queue_size,
         queue_timeout_s=settings.queue_timeout_s,
         generation_timeout_s=settings.generation_timeout_s,
+        max_loaded=settings.max_loaded_models,
     )
     install_error_handlers(app)
     app.state.routers = _include_routers(app)

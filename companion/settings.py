@@ -41,6 +41,15 @@ class Settings(BaseSettings):
         default=None,
         description="'smollm2-135m-instruct' (default), a .gguf file or a model folder",
     )
+    model_paths: list[str] = Field(
+        default_factory=list,
+        description="more chat models the page and GET /v1/models offer (.gguf files or "
+        "transformers folders; VEIL_MODEL_PATHS as a JSON list), besides the bundled ones and "
+        "those under <home>/models",
+    )
+    max_loaded_models: int = Field(
+        default=2, ge=1, description="chat models kept in memory at once (the default counts)"
+    )
     device: str = "auto"
     dtype: Dtype = Field(
         default="auto",
@@ -50,6 +59,7 @@ class Settings(BaseSettings):
     home: Path | None = None  # default: veil_home()
     store_path: Path | None = None  # default: <home>/rag.sqlite3
     token_path: Path | None = None  # default: <home>/token
+    conversations_path: Path | None = None  # default: <home>/conversations.sqlite3
     extension_ids: list[str] = Field(
         default_factory=lambda: [VEIL_EXTENSION_ID],
         description="Chrome extension ids allowed as Origin (default: Veil's own, whose id "
@@ -60,6 +70,18 @@ class Settings(BaseSettings):
     max_tokens_limit: int = Field(default=1024, ge=1)
     default_max_tokens: int = Field(default=256, ge=1)
     retrieval_top_k: int = Field(default=3, ge=1, le=20)
+    default_collection: str | None = Field(
+        default="default",
+        description="the collection a chat request without 'collection' answers from (the "
+        "page's default too); while it has no documents, such a request answers without "
+        "retrieval; empty: no retrieval unless a request names a collection",
+    )
+    followup_query: Literal["last", "user_turns", "turns"] = Field(
+        default="user_turns",
+        description="what a follow-up question retrieves with: the last user message alone "
+        "(last), joined after the two previous user messages (user_turns), or also the last "
+        "answer (turns); chosen by bench/followup_bench.py",
+    )
     queue_size: int = Field(default=8, ge=0)
     queue_timeout_s: float = Field(default=60.0, gt=0)
     generation_timeout_s: float = Field(default=300.0, gt=0)
@@ -122,6 +144,11 @@ class Settings(BaseSettings):
 
     def resolved_store_path(self) -> Path:
         return Path(self.store_path) if self.store_path else self.resolved_home() / "rag.sqlite3"
+
+    def resolved_conversations_path(self) -> Path:
+        if self.conversations_path:
+            return Path(self.conversations_path)
+        return self.resolved_home() / "conversations.sqlite3"
 
     def resolved_token_path(self) -> Path:
         return Path(self.token_path) if self.token_path else self.resolved_home() / "token"

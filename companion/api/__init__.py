@@ -15,6 +15,7 @@ ROUTERS: tuple[str, ...] = (
     "companion.api.budget",
     "companion.api.audit",
     "companion.api.keys",
+    "companion.api.conversations",
 )
 
 OPTIONAL_ROUTERS: frozenset[str] = frozenset({"companion.api.audit"})

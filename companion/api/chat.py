@@ -7,9 +7,10 @@ import secrets
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -34,9 +35,19 @@ if TYPE_CHECKING:
 router = APIRouter(tags=["chat"])
 
 
+def _where(hit: Any) -> dict[str, Any]:
+    """The page and heading of a chunk, where the store and the citation model know them."""
+    return {
+        name: getattr(hit, name)
+        for name in ("page", "heading")
+        if name in Citation.model_fields and getattr(hit, name, None) is not None
+    }
+
+
 def citations_for(hits: list[Any]) -> list[Citation]:
     return [
         Citation(
+            **_where(h),
             n=i + 1,
             chunk_id=h.chunk_id,
             document_id=h.document_id,
@@ -57,16 +68,26 @@ class _Prepared:
 
     guest: Any = None  # the guest key (companion.keys.GuestKey) when a guest asks
 
-    def __init__(self, settings: Settings, rag: RagService, body: ChatCompletionRequest) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        rag: RagService,
+        body: ChatCompletionRequest,
+        history: list[dict[str, str]] | None = None,
+        model: Any = None,
+    ) -> None:
         from companion.decoding.config import DefenseConfig
 
         self.body = body
-        if len(body.messages) > settings.max_messages:
+        self.model = model  # companion.models.ModelEntry; None: the engine's default
+        history = history or []
+        count = len(history) + len(body.messages)
+        if count > settings.max_messages:
             raise APIError(
                 400,
                 ErrorCode.PROMPT_TOO_LONG,
-                f"the request has {len(body.messages)} messages; this companion's limit is "
-                f"{settings.max_messages} (max_messages)",
+                f"the request has {count} messages (the conversation's included); this "
+                f"companion's limit is {settings.max_messages} (max_messages)",
                 "messages",
             )
         self.max_tokens = (
@@ -96,7 +117,10 @@ class _Prepared:
         self.hits: list[Any] = []  # the context, set by admit()
         self.budget: dict[str, Any] | None = None  # veil.budget, set by admit()
         self.citations = citations_for(self.hits)
-        self.messages = [{"role": _role(m.role), "content": m.text()} for m in body.messages]
+        self.new_messages = [{"role": _role(m.role), "content": m.text()} for m in body.messages]
+        self.messages = [*history, *self.new_messages]
+        self.collection = _collection(settings, rag, body)
+        self.query_mode = body.retrieval_query or settings.followup_query
         self.id = "chatcmpl-" + secrets.token_hex(12)
         self.created = int(time.time())
         self.prefill_chunk = settings.prefill_chunk_tokens
@@ -107,7 +131,7 @@ class _Prepared:
         """400 when the conversation alone (no context) is over ``max_prompt_tokens``."""
         from companion.rag.prompt import build_messages, encode_chat
 
-        tokenizer = engine.load().tokenizer
+        tokenizer = _lm(engine, self.model).tokenizer
         count = len(encode_chat(tokenizer, build_messages(self.messages, "")))
         if count > settings.max_prompt_tokens:
             raise APIError(
@@ -126,7 +150,9 @@ class _Prepared:
         if not self.hits:
             return
         fitted = fit_context(
-            engine.load().tokenizer, [h.text for h in self.hits], settings.context_token_budget
+            _lm(engine, self.model).tokenizer,
+            [h.text for h in self.hits],
+            settings.context_token_budget,
         )
         self.context_texts = fitted.texts
         self.context = fitted.report()
@@ -136,14 +162,15 @@ class _Prepared:
 
     def admit(self, settings: Settings, rag: RagService, is_guest: bool) -> None:
         """Retrieve the context and charge its documents' lifetime budgets, before generation."""
+        from companion.conversations.query import retrieval_query
         from companion.rag.budget import DocumentBudget
 
-        if not self.body.collection:
+        if not self.collection:
             return
         admission = DocumentBudget.for_settings(rag.store, settings).retrieve(
             rag,
-            self.body.last_user_text(),
-            self.body.collection,
+            retrieval_query(self.messages, self.query_mode),
+            self.collection,
             self.body.retrieval_top_k or settings.retrieval_top_k,
             defense=self.defense,
             max_tokens=self.max_tokens,
@@ -161,13 +188,89 @@ def _role(role: str) -> str:
     return "system" if role == "developer" else role
 
 
+def _lm(engine: Any, model: Any) -> Any:
+    """The loaded model: the engine's default, or ``model`` (loaded now if it is not yet)."""
+    return engine.load() if model is None else engine.load(model)
+
+
+def _collection(settings: Settings, rag: RagService, body: ChatCompletionRequest) -> str | None:
+    """The collection to retrieve from: the one asked for (404 if it does not exist), the
+    default one when none was named (if it has documents), or none (``collection: null``)."""
+    names = {c["name"] for c in rag.store.collections()}
+    if "collection" in body.model_fields_set or body.collection is not None:
+        if body.collection is None:
+            return None
+        if body.collection not in names:
+            known = ", ".join(sorted(names)) or "none yet"
+            raise APIError(
+                404,
+                ErrorCode.NOT_FOUND,
+                f"no collection named {body.collection!r} (there are: {known}); upload "
+                "documents to it first, or leave 'collection' out to use the default one",
+                "collection",
+            )
+        return body.collection
+    default = settings.default_collection
+    return default if default and default in names else None
+
+
+def _resolve_model(settings: Settings, body: ChatCompletionRequest, engine: Any) -> Any:
+    """The catalog entry a request names; None for the default model (or no ``model``)."""
+    from companion.api.models import find_model
+
+    if body.model is None or body.model == engine.model_id:
+        return None
+    return find_model(settings, body.model)
+
+
+def _history(request: Request, body: ChatCompletionRequest, is_guest: bool) -> list[Any]:
+    """The stored conversation's messages before this request's (404 if it is not there)."""
+    if body.conversation_id is None:
+        return []
+    if is_guest:
+        raise APIError(
+            403,
+            ErrorCode.GUEST_FORBIDDEN,
+            "a guest key cannot use stored conversations; send the whole conversation in "
+            "'messages' and leave conversation_id out",
+            "conversation_id",
+        )
+    from companion.api.conversations import get_conversations
+
+    conv = get_conversations(request).get(body.conversation_id)
+    if conv is None:
+        raise APIError(
+            404,
+            ErrorCode.NOT_FOUND,
+            f"no conversation with id {body.conversation_id}",
+            "conversation_id",
+        )
+    return [{"role": m.role, "content": m.content} for m in conv.messages]
+
+
+def _save(request: Request, prep: _Prepared, answer: str, veil: dict[str, Any]) -> None:
+    """Append this request's messages and the answer to its conversation, if it has one."""
+    conv_id = prep.body.conversation_id
+    if conv_id is None:
+        return
+    from companion.api.conversations import get_conversations
+
+    store = get_conversations(request)
+    try:
+        for m in prep.new_messages:
+            store.append(conv_id, m["role"], m["content"])
+        store.append(conv_id, "assistant", answer, veil)
+    except KeyError:  # deleted while the answer was generated: nothing to keep it in
+        return
+
+
 def _make_work(engine: Any, prep: _Prepared, result: Any) -> Any:
     def work(cancel: threading.Event) -> Iterator[str]:
         from companion.decoding.generate import generate_tokens
         from companion.decoding.noise import secure_generator
         from companion.rag.prompt import build_prompt
 
-        lm = engine.load()
+        lm = _lm(engine, prep.model)
         pieces = build_prompt(lm.tokenizer, prep.messages, prep.context_texts)
         generator = secure_generator(lm.device, prep.body.seed)
         yield from generate_tokens(
@@ -196,22 +299,39 @@ def _make_work(engine: Any, prep: _Prepared, result: Any) -> Any:
 )
 async def chat_completions(
     body: ChatCompletionRequest,
+    request: Request,
     settings: SettingsDep,
     rag: RagDep,
     engine: EngineDep,
     principal: PrincipalDep,
     keys: KeysDep,
 ) -> Any:
+    """Without ``collection`` the answer retrieves from the default collection
+    (``Settings.default_collection``, ``default``) when it has documents -- the chat
+    page's default too; ``collection: null`` answers from no documents. The defense
+    defaults to ``copy_aware`` with the registry's parameters (``GET /v1/defenses``),
+    the same as the page. An unknown collection, model or conversation is a 404."""
     from companion.decoding.generate import GenerationResult
 
     key = guest_key(principal)
     if key is not None:  # the key's collection, defense and parameters, or 403
         body = guest_request(body, key, settings)
-    prep = await run_in_threadpool(_Prepared, settings, rag, body)
+    model = _resolve_model(settings, body, engine)
+    if key is not None and model is not None:
+        raise APIError(
+            403,
+            ErrorCode.GUEST_FORBIDDEN,
+            f"a guest key chats with the companion's default model {engine.model_id!r} only",
+            "model",
+        )
+    history = await run_in_threadpool(_history, request, body, key is not None)
+    prep = await run_in_threadpool(_Prepared, settings, rag, body, history, model)
     _as_guest(prep, key)
-    await run_in_threadpool(prep.check_length, settings, engine)  # 400 before any charge
+    # 400 before any charge; loads a model that is not loaded yet, in a worker thread
+    await run_in_threadpool(prep.check_length, settings, engine)
     result = GenerationResult()
     work = _make_work(engine, prep, result)
+    model_id = model.id if model is not None else engine.model_id
     if not body.stream:
         async with engine.slot():
             _charge_guest(prep, keys)
@@ -219,7 +339,11 @@ async def chat_completions(
             await run_in_threadpool(prep.fit_context, settings, engine)
             async for _ in engine.run_stream(work):
                 pass
-        return _completion(prep, engine.model_id, result)
+        response = _completion(prep, model_id, result)
+        await run_in_threadpool(
+            _save, request, prep, result.text, _veil(prep, _receipt(prep, result))
+        )
+        return response
     # A full queue is a proper 503 before the stream starts; the model itself is taken
     # inside the stream, so a client that never reads the stream cannot hold it.
     engine.check_queue()
@@ -227,7 +351,7 @@ async def chat_completions(
     await run_in_threadpool(prep.admit, settings, rag, key is not None)
     await run_in_threadpool(prep.fit_context, settings, engine)
     return StreamingResponse(
-        _sse(prep, engine, work, result),
+        _sse(prep, engine, work, result, model_id, request),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
@@ -301,8 +425,9 @@ def _chunk(prep: _Prepared, model_id: str, delta: dict[str, Any], finish: str | 
     return "data: " + json.dumps(payload) + "\n\n"
 
 
-async def _sse(prep: _Prepared, engine: Any, work: Any, result: Any) -> AsyncIterator[str]:
-    model_id = engine.model_id
+async def _sse(
+    prep: _Prepared, engine: Any, work: Any, result: Any, model_id: str, request: Request
+) -> AsyncIterator[str]:
     yield _chunk(prep, model_id, {"role": "assistant", "content": ""}, None)
     try:
         async with engine.slot():
@@ -323,6 +448,7 @@ async def _sse(prep: _Prepared, engine: Any, work: Any, result: Any) -> AsyncIte
         return
     final = json.loads(_chunk(prep, model_id, {}, _finish(result.finish_reason))[6:])
     final["veil"] = _veil(prep, _receipt(prep, result))
+    await run_in_threadpool(_save, request, prep, result.text, final["veil"])
     completion = len(result.token_ids)
     final["usage"] = {
         "prompt_tokens": result.prompt_tokens,
@@ -331,3 +457,53 @@ async def _sse(prep: _Prepared, engine: Any, work: Any, result: Any) -> AsyncIte
     }
     yield "data: " + json.dumps(final) + "\n\n"
     yield "data: [DONE]\n\n"
+
+
+@router.get(
+    "/v1/chat/settings",
+    summary="The chat defaults the page uses (the same as the API's): collection, tokens, "
+    "retrieval, defense, accepted files",
+)
+def chat_settings(settings: SettingsDep, engine: EngineDep) -> dict[str, Any]:
+    """One source for the page and the API: what a request that leaves a field out gets."""
+    from companion.conversations.query import QUERY_MODES
+    from companion.decoding.registry import DEFAULT_DEFENSE
+    from companion.rag.ingest import SUPPORTED_SUFFIXES
+
+    return {
+        "model": engine.model_id,
+        "default_collection": settings.default_collection,
+        "retrieval_top_k": settings.retrieval_top_k,
+        "default_max_tokens": settings.default_max_tokens,
+        "max_tokens_limit": settings.max_tokens_limit,
+        "followup_query": settings.followup_query,
+        "followup_query_modes": list(QUERY_MODES),
+        "defense": DEFAULT_DEFENSE,
+        "upload": {
+            "extensions": list(SUPPORTED_SUFFIXES),
+            "max_upload_bytes": settings.max_upload_bytes,
+        },
+    }
+
+
+@router.get("/chat/setup", include_in_schema=False)  # public, like the page itself
+def chat_setup(settings: SettingsDep) -> dict[str, Any]:
+    """Where this server's token is, in words: the page shows it before it has the token."""
+    import os
+
+    home = settings.resolved_home()
+    if settings.token_path:
+        why = "the token file was set with VEIL_TOKEN_PATH"
+    elif os.environ.get("VEIL_HOME") and Path(os.environ["VEIL_HOME"]) == home:
+        why = f"this server's home folder {home} was set with VEIL_HOME"
+    elif settings.home:
+        why = f"this server was started with the home folder {home}"
+    else:
+        why = f"the default home folder {home} (set VEIL_HOME to use another)"
+    token = settings.resolved_token_path()
+    return {
+        "token_file": str(token),
+        "home": str(home),
+        "explanation": f"The access token is the line in the file {token}: {why}. "
+        "'veil serve' also prints it when it starts.",
+    }

@@ -22,6 +22,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="'smollm2-135m-instruct' (default), a .gguf file or a transformers model folder",
     )
+    parser.add_argument(
+        "--model-path",
+        action="append",
+        default=None,
+        help="another .gguf file or transformers folder the page may pick (repeatable; "
+        "the bundled models and those under <home>/models are always offered)",
+    )
     parser.add_argument("--device", default=None, help="auto (default), cpu, cuda or mps")
     parser.add_argument(
         "--dtype",
@@ -49,6 +56,7 @@ def _serve(args: argparse.Namespace) -> int:
             "host": args.host,
             "port": args.port,
             "model": args.model,
+            "model_paths": args.model_path,
             "device": args.device,
             "dtype": args.dtype,
             "extension_ids": args.extension_id,

@@ -225,7 +225,7 @@ def test_chat_completion_with_receipt_and_citations(client):
     response = client.post(
         "/v1/chat/completions",
         json={
-            "model": "whatever",
+            "model": "smollm2-135m-instruct",
             "messages": [{"role": "user", "content": "What should the patient take?"}],
             "collection": "clinic",
             "max_tokens": 12,

@@ -49,7 +49,8 @@ EXPECTED_GUEST = {
     ("GET", "/v1/defenses"),
 }
 PUBLIC = {("GET", "/healthz")}  # no token at all
-PATH_VALUES = {"doc_id": "999999", "name": "no-such", "job_id": "nope", "key_id": "999999"}
+PATH_VALUES = {"doc_id": "999999", "name": "no-such", "job_id": "nope", "key_id": "999999",
+               "conv_id": "conv_" + "0" * 24, "model_id": "no-such-model"}  # fmt: skip
 
 
 def _schema_routes() -> list[tuple[str, str]]:

@@ -1,0 +1,257 @@
+"""The conversation store: one SQLite file, one connection behind a lock.
+
+A conversation has an id (random, 96 bits, so ids cannot be guessed or
+enumerated), a title, the settings the page chose for it (model, collection,
+defense and its parameters) and its messages in order.  An assistant message
+keeps the ``veil`` object of its answer (receipt, citations, budget) so the page
+can show them again after a reload.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from py_core.errors import InvalidParameterError
+
+SCHEMA = """
+PRAGMA foreign_keys = ON;
+CREATE TABLE IF NOT EXISTS conversations (
+    id TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    settings TEXT NOT NULL,      -- JSON: model, collection, defense, defense_params, ...
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
+    content TEXT NOT NULL,
+    veil TEXT,                   -- JSON: the answer's receipt, citations and budget
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_conversation ON messages(conversation_id, id);
+"""
+
+MAX_TITLE = 200
+SETTING_KEYS = frozenset(
+    {"model", "collection", "use_documents", "defense", "defense_params", "max_tokens"}
+)
+ROLES = ("system", "user", "assistant")
+
+
+@dataclass
+class Message:
+    id: int
+    role: str
+    content: str
+    created: float
+    veil: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "role": self.role,
+            "content": self.content,
+            "created": self.created,
+            "veil": self.veil,
+        }
+
+
+@dataclass
+class Conversation:
+    id: str
+    title: str
+    settings: dict[str, Any]
+    created: float
+    updated: float
+    message_count: int = 0
+    messages: list[Message] = field(default_factory=list)
+
+    def to_dict(self, *, messages: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "title": self.title,
+            "settings": self.settings,
+            "created": self.created,
+            "updated": self.updated,
+            "messages": self.message_count,
+        }
+        if messages:
+            out["messages"] = [m.to_dict() for m in self.messages]
+        return out
+
+
+def check_title(title: str) -> str:
+    title = " ".join(str(title).split())
+    if not 1 <= len(title) <= MAX_TITLE:
+        raise InvalidParameterError(f"a conversation's title must be 1-{MAX_TITLE} characters")
+    return title
+
+
+def check_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(settings) - SETTING_KEYS
+    if unknown:
+        raise InvalidParameterError(
+            f"unknown conversation settings {', '.join(sorted(unknown))}; "
+            f"allowed: {', '.join(sorted(SETTING_KEYS))}"
+        )
+    return dict(settings)
+
+
+class ConversationStore:
+    """Conversations in ``path`` (SQLite); every method is safe from worker threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._db.executescript(SCHEMA)
+        self.path.chmod(0o600)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def create(
+        self, title: str = "New conversation", settings: dict[str, Any] | None = None
+    ) -> Conversation:
+        now = time.time()
+        conv = Conversation(
+            id="conv_" + secrets.token_hex(12),
+            title=check_title(title),
+            settings=check_settings(settings or {}),
+            created=now,
+            updated=now,
+        )
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO conversations VALUES (?, ?, ?, ?, ?)",
+                (conv.id, conv.title, json.dumps(conv.settings), now, now),
+            )
+        return conv
+
+    def list(self) -> list[Conversation]:
+        """Newest activity first, without the messages."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT c.*, (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id) "
+                "AS n FROM conversations c ORDER BY c.updated DESC, c.created DESC"
+            ).fetchall()
+        return [self._conversation(r, r["n"]) for r in rows]
+
+    def get(self, conv_id: str) -> Conversation | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM conversations WHERE id = ?", (conv_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            rows = self._db.execute(
+                "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,)
+            ).fetchall()
+        conv = self._conversation(row, len(rows))
+        conv.messages = [
+            Message(
+                id=r["id"],
+                role=r["role"],
+                content=r["content"],
+                created=r["created"],
+                veil=json.loads(r["veil"]) if r["veil"] else None,
+            )
+            for r in rows
+        ]
+        return conv
+
+    def update(
+        self, conv_id: str, *, title: str | None = None, settings: dict[str, Any] | None = None
+    ) -> Conversation | None:
+        """Rename and/or change settings (merged into the stored ones)."""
+        conv = self.get(conv_id)
+        if conv is None:
+            return None
+        if title is not None:
+            conv.title = check_title(title)
+        if settings is not None:
+            conv.settings = {**conv.settings, **check_settings(settings)}
+        conv.updated = time.time()
+        with self._lock:
+            self._db.execute(
+                "UPDATE conversations SET title = ?, settings = ?, updated = ? WHERE id = ?",
+                (conv.title, json.dumps(conv.settings), conv.updated, conv_id),
+            )
+        return conv
+
+    def delete(self, conv_id: str) -> bool:
+        with self._lock:
+            cursor = self._db.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+        return cursor.rowcount > 0
+
+    def append(
+        self, conv_id: str, role: str, content: str, veil: dict[str, Any] | None = None
+    ) -> Message:
+        if role not in ROLES:
+            raise InvalidParameterError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        now = time.time()
+        with self._lock:
+            cursor = self._db.execute(
+                "INSERT INTO messages (conversation_id, role, content, veil, created) "
+                "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM conversations WHERE id = ?)",
+                (conv_id, role, content, json.dumps(veil) if veil else None, now, conv_id),
+            )
+            if cursor.rowcount == 0:
+                raise KeyError(conv_id)
+            self._db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conv_id))
+        return Message(
+            id=int(cursor.lastrowid or 0), role=role, content=content, created=now, veil=veil
+        )
+
+    @staticmethod
+    def _conversation(row: sqlite3.Row, count: int) -> Conversation:
+        return Conversation(
+            id=row["id"],
+            title=row["title"],
+            settings=json.loads(row["settings"]),
+            created=row["created"],
+            updated=row["updated"],
+            message_count=count,
+        )
+
+
+def to_markdown(conv: Conversation) -> str:
+    """A conversation as Markdown: title, settings, each turn, and each answer's sources."""
+    lines = [f"# {conv.title}", ""]
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(conv.created))
+    lines.append(f"Started {when}.")
+    for key in ("model", "collection", "defense"):
+        if conv.settings.get(key):
+            lines.append(f"- {key}: {conv.settings[key]}")
+    lines.append("")
+    for m in conv.messages:
+        speaker = {"user": "You", "assistant": "Assistant", "system": "System"}[m.role]
+        lines += [f"## {speaker}", "", m.content.strip() or "(empty)", ""]
+        veil = m.veil or {}
+        receipt = veil.get("receipt") or {}
+        if receipt.get("headline"):
+            lines += [f"*{receipt['headline']}*", ""]
+        for c in veil.get("citations") or []:
+            where = str(c.get("document", ""))
+            if c.get("page"):
+                where += f", p. {c['page']}"
+            if c.get("heading"):
+                where += f" ({c['heading']})"
+            excerpt = " ".join(str(c.get("text", "")).split())
+            excerpt = excerpt[:200] + ("…" if len(excerpt) > 200 else "")
+            lines.append(f"{c.get('n', '')}. {where}" + (f": “{excerpt}”" if excerpt else ""))
+        if veil.get("citations"):
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
