@@ -1,0 +1,256 @@
+"""Build the stores once (the companion's own ingest), then rank every question every way."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evals.common import REPORT, environment, model_identity, write_results
+from evals.rag.config import Config
+from evals.rag.corpus import (
+    Document,
+    Question,
+    documents,
+    lee_articles,
+    offtopic_questions,
+    overlap,
+    paraphrase_questions,
+    rare_questions,
+    small_store,
+    template_questions,
+)
+
+KS = (1, 5, 10)
+DEPTH = 30  # chunks retrieved per question (more than 10 distinct documents)
+THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(0, 13))
+COLLECTION = "bench"
+
+
+WEIGHTS = (0.3, 0.5, 0.6, 0.7)  # the vector ranking's share in the weighted fusion
+
+
+def configurations(tokenizers: tuple[str, ...]) -> list[dict[str, Any]]:
+    configs: list[dict[str, Any]] = [
+        {"label": "vector", "mode": "vector", "tokenizer": None, "fusion": "rrf", "weight": 0.5}
+    ]
+    for tok in tokenizers:
+        configs.append(
+            {
+                "label": f"bm25 ({tok})",
+                "mode": "bm25",
+                "tokenizer": tok,
+                "fusion": "rrf",
+                "weight": 0.5,
+            }
+        )
+        configs.append(
+            {
+                "label": f"hybrid rrf ({tok})",
+                "mode": "hybrid",
+                "tokenizer": tok,
+                "fusion": "rrf",
+                "weight": 0.5,
+            }
+        )
+        for w in WEIGHTS:
+            configs.append(
+                {
+                    "label": f"hybrid weighted {w} ({tok})",
+                    "mode": "hybrid",
+                    "tokenizer": tok,
+                    "fusion": "weighted",
+                    "weight": w,
+                }
+            )
+    return configs
+
+
+def _ingest(rag: Any, docs: list[Document]) -> float:
+    start = time.perf_counter()
+    for doc in docs:
+        rag.ingest(doc.name, doc.text.encode("utf-8"), COLLECTION)
+    return time.perf_counter() - start
+
+
+def _ranked_docs(
+    store: Any, question: Question, vector: np.ndarray, options: Any
+) -> list[list[Any]]:
+    """[document, cosine of its best chunk, first chunk's page/heading] in ranked order."""
+    from companion.rag.retrieval import retrieve
+
+    hits = retrieve(store, question.text, vector, COLLECTION, DEPTH, options)
+    seen: dict[str, list[Any]] = {}
+    for h in hits:
+        if h.document not in seen:
+            seen[h.document] = [h.document, round(h.score, 4)]
+    return list(seen.values())
+
+
+def _rank(ranked: list[list[Any]], gold: str | None, min_score: float = -1.0) -> int | None:
+    kept = [d for d, s in ranked if s >= min_score]
+    if gold in kept[:10]:
+        return kept.index(gold) + 1
+    return None
+
+
+def metrics(ranks: list[int | None]) -> dict[str, float]:
+    n = max(len(ranks), 1)
+    out = {f"recall@{k}": sum(1 for r in ranks if r is not None and r <= k) / n for k in KS}
+    out["mrr"] = sum(1.0 / r for r in ranks if r is not None) / n
+    out["n"] = len(ranks)
+    return out
+
+
+def run_evaluation(config: Config, out: Path, *, threads: int = 1) -> Path:
+    import torch
+
+    from companion.models import embedder_path, load_embedder
+    from companion.rag.retrieval import RetrievalOptions
+    from companion.rag.service import RagService
+    from companion.rag.store import DocumentStore
+    from evals.pad.corpus import generate_records
+    from evals.rag.report import write_report
+
+    torch.set_num_threads(threads)
+    rng = random.Random(config.seed)
+    lee = lee_articles(config.lee_docs)
+    notes = generate_records(config.notes)
+    docs = documents(lee, notes)
+    texts = {d.name: d.text for d in docs}
+    questions = (
+        template_questions(lee, config.template_questions, rng)
+        + paraphrase_questions(lee)
+        + rare_questions(notes, config.rare_questions, rng)
+        + offtopic_questions()
+    )
+    small_docs, small_questions = small_store(config.small_store_notes, seed=config.seed)
+    embedder = load_embedder("cpu")
+    results: dict[str, Any] = {
+        "meta": {
+            "config": {
+                "lee_docs": config.lee_docs,
+                "notes": config.notes,
+                "template_questions": config.template_questions,
+                "rare_questions_per_kind": config.rare_questions,
+                "small_store_notes": config.small_store_notes,
+                "tokenizers": list(config.tokenizers),
+                "seed": config.seed,
+                "smoke": config.smoke,
+            },
+            "embedder": model_identity(embedder_path(), name="all-MiniLM-L6-v2"),
+            "environment": environment(device="cpu"),
+        },
+        "questions": {},
+        "overlap": {},
+    }
+    for kind in ("template", "paraphrase", "rare"):
+        qs = [q for q in questions if q.kind == kind]
+        results["questions"][kind] = len(qs)
+        results["overlap"][kind] = (
+            statistics.mean(overlap(q.text, texts[q.gold]) for q in qs if q.gold) if qs else None
+        )
+    results["questions"]["offtopic"] = len(offtopic_questions())
+    results["questions"]["small"] = len(small_questions)
+    with tempfile.TemporaryDirectory(prefix="veil-eval-rag-") as tmp:
+        base = Path(tmp) / "unicode61.sqlite3"
+        rag = RagService(DocumentStore(base, fts_tokenizer="unicode61"), embedder)
+        seconds = _ingest(rag, docs)
+        results["ingest"] = {
+            "documents": len(docs),
+            "chunks": rag.store.chunk_count(),
+            "seconds": round(seconds, 2),
+        }
+        rag.store.close()
+        small_path = Path(tmp) / "small.sqlite3"
+        small_rag = RagService(DocumentStore(small_path, fts_tokenizer="unicode61"), embedder)
+        _ingest(small_rag, small_docs)
+        small_rag.store.close()
+        vectors = np.asarray(
+            embedder.encode([q.text for q in questions + small_questions], batch_size=32),
+            dtype=np.float32,
+        )
+        qvec = {id(q): v for q, v in zip(questions + small_questions, vectors, strict=True)}
+        stores: dict[str, Any] = {}
+        small_stores: dict[str, Any] = {}
+        for tok in config.tokenizers:
+            path, spath = base, small_path
+            if tok != "unicode61":
+                path, spath = Path(tmp) / f"{tok}.sqlite3", Path(tmp) / f"small-{tok}.sqlite3"
+                shutil.copy(base, path)
+                shutil.copy(small_path, spath)
+            stores[tok] = DocumentStore(path, fts_tokenizer=tok)
+            small_stores[tok] = DocumentStore(spath, fts_tokenizer=tok)
+        rows = []
+        ranked_by: dict[str, dict[str, list[list[Any]]]] = {}
+        for cfg in configurations(config.tokenizers):
+            tok = cfg["tokenizer"] or config.tokenizers[0]
+            options = RetrievalOptions(
+                mode=cfg["mode"], fusion=cfg["fusion"], weight=cfg["weight"], min_score=None
+            )
+            start = time.perf_counter()
+            ranked = {q.text: _ranked_docs(stores[tok], q, qvec[id(q)], options) for q in questions}
+            latency = (time.perf_counter() - start) / max(len(questions), 1)
+            ranked_small = {
+                q.text: _ranked_docs(small_stores[tok], q, qvec[id(q)], options)
+                for q in small_questions
+            }
+            ranked_by[cfg["label"]] = ranked
+            row: dict[str, Any] = {**cfg, "latency_ms": round(1000 * latency, 2), "kinds": {}}
+            for kind in ("template", "paraphrase", "rare"):
+                qs = [q for q in questions if q.kind == kind]
+                row["kinds"][kind] = metrics([_rank(ranked[q.text], q.gold) for q in qs])
+                if kind == "rare":
+                    for detail in sorted({q.detail for q in qs}):
+                        row["kinds"][f"rare:{detail}"] = metrics(
+                            [_rank(ranked[q.text], q.gold) for q in qs if q.detail == detail]
+                        )
+            row["kinds"]["small"] = metrics(
+                [_rank(ranked_small[q.text], q.gold) for q in small_questions]
+            )
+            for detail in ("mrn", "email", "surname"):
+                row["kinds"][f"small:{detail}"] = metrics(
+                    [
+                        _rank(ranked_small[q.text], q.gold)
+                        for q in small_questions
+                        if q.detail == detail
+                    ]
+                )
+            rows.append(row)
+        for s in list(stores.values()) + list(small_stores.values()):
+            s.close()
+    results["configs"] = rows
+    results["thresholds"] = threshold_sweep(questions, ranked_by)
+    write_results(out, results)
+    write_report(results, out)
+    return out / REPORT
+
+
+def threshold_sweep(
+    questions: list[Question], ranked_by: dict[str, dict[str, list[list[Any]]]]
+) -> dict[str, list[dict[str, float]]]:
+    """Per configuration and cosine threshold: recall@5 of the answerable questions and the
+    share of off-topic questions that retrieve nothing."""
+    sweep: dict[str, list[dict[str, float]]] = {}
+    answerable = [q for q in questions if q.gold is not None]
+    offtopic = [q for q in questions if q.gold is None]
+    for label, ranked in ranked_by.items():
+        points = []
+        for t in THRESHOLDS:
+            ranks = [_rank(ranked[q.text], q.gold, t) for q in answerable]
+            empty = [not any(s >= t for _d, s in ranked[q.text]) for q in offtopic]
+            points.append(
+                {
+                    "threshold": t,
+                    "recall@5": sum(1 for r in ranks if r is not None and r <= 5) / len(ranks),
+                    "offtopic_empty": sum(empty) / max(len(empty), 1),
+                }
+            )
+        sweep[label] = points
+    return sweep
