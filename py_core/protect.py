@@ -43,7 +43,8 @@ from typing import Any, NamedTuple
 
 from py_core import alphabets, krr, language
 from py_core.errors import InvalidParameterError, SetupRequiredError, StateError
-from py_core.preview import WordPreview
+from py_core.memo import WordMemo
+from py_core.preview import LIKELY_RESTORED, WordPreview
 from py_core.preview import preview as word_preview
 from py_core.rootguard import api as rootguard
 from py_core.sanitize import DEFAULT_DELTA, DEFAULT_HEADER, Receipt, sanitize_prompt
@@ -267,15 +268,34 @@ class SiteSettings:
 
 
 class WordForecast(NamedTuple):
-    """One typed word: its restoration forecast, and whether RootGuard replaces it."""
+    """One typed word: its restoration forecast, and whether RootGuard replaces it.
+
+    ``sent`` is the word's form in the draw made with the forecast (None where
+    the word overlaps a replaced value).  ``preview`` is the forecast made before
+    the draw; :meth:`to_dict` (what the popup and the side panel show) labels a
+    word whose draw left it unchanged "likely restored" with probability 1: it
+    *is* sent as typed, and a label must agree with the draw shown beside it.
+    ``forecast_probability`` keeps the forecast before the draw.
+    """
 
     preview: WordPreview
     rootguard: bool  # it overlaps a replaced value: what is sent there is the cached noisy value
+    sent: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = self.preview.to_dict()
         out["rootguard"] = self.rootguard
+        out["sent"] = self.sent
+        out["intact"] = self.sent == self.preview.text
+        out["forecast_probability"] = self.preview.probability
+        if out["intact"]:
+            out["probability"], out["label"] = 1.0, LIKELY_RESTORED
         return out
+
+    @property
+    def label(self) -> str:
+        """The label shown: the forecast's, or "likely restored" where the draw is intact."""
+        return LIKELY_RESTORED if self.sent == self.preview.text else self.preview.label
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +329,12 @@ RECEIPT_FIELDS = (
     "unsupported_chars",
     "header_language",
     "visible",
+    "memo",
+    "words_reused",
+    "chars_reused",
+    "words_fresh",
+    "chars_fresh",
+    "epsilon_fresh_basic",
 )
 
 
@@ -376,12 +402,30 @@ def typed_spans(
 
 
 def _forecast(
-    text: str, epsilon: float, spans: tuple[tuple[int, int], ...], mode: str
+    text: str,
+    epsilon: float,
+    spans: tuple[tuple[int, int], ...],
+    mode: str,
+    perturbed: str,
+    replacements: Sequence[Mapping[str, Any]],
 ) -> tuple[WordForecast, ...]:
-    return tuple(
-        WordForecast(w, any(s < w.end and w.start < e for s, e in spans))
-        for w in word_preview(text, epsilon, alphabets=mode)
+    """The forecast of each typed word, with its form in the draw ``perturbed``."""
+    # Typed position -> position in the rewritten text: each replacement before it
+    # shifts it by len(replacement) - len(original).
+    shifts = sorted(
+        (int(r["start"]), len(r["replacement"]) - len(r["original"])) for r in replacements
     )
+    out = []
+    for w in word_preview(text, epsilon, alphabets=mode):
+        if any(s < w.end and w.start < e for s, e in spans):
+            out.append(WordForecast(w, True, None))
+            continue
+        offset = 0
+        for start, shift in shifts:
+            if start - offset <= w.start:  # r["start"] is in the rewritten text
+                offset += shift
+        out.append(WordForecast(w, False, perturbed[w.start + offset : w.end + offset]))
+    return tuple(out)
 
 
 def protect(
@@ -393,6 +437,7 @@ def protect(
     rng: krr.RandomSource | None = None,
     secure: bool = True,
     delta: float = DEFAULT_DELTA,
+    memo: WordMemo | None = None,
 ) -> Protection:
     """Protect ``text`` as ``settings`` say; see the module docstring for what each mode does.
 
@@ -402,6 +447,9 @@ def protect(
     per-word forecast of :mod:`py_core.preview` for the text as typed (the popup's
     preview; the send path never pays for it).  ``rng`` and ``secure`` are k-RR's
     (:func:`py_core.sanitize.sanitize_prompt`); RootGuard always draws with a CSPRNG.
+    ``memo`` (:mod:`py_core.memo`): words already released are sent as their
+    stored draw and new ones are added (the caller stores ``memo.added``); a
+    forecast made with it shows exactly the draw that will be sent.
 
     Raises :class:`SetupRequiredError` when the mode runs RootGuard and
     ``settings.rootguard`` is None; RootGuard's own errors (a bad profile, a
@@ -445,9 +493,17 @@ def protect(
         compose=compose,
         alphabets_mode=settings.alphabets,
         header_language=lang,
+        memo=memo,
     )
     words = (
-        _forecast(text, result.receipt.epsilon_requested, spans, settings.alphabets)
+        _forecast(
+            text,
+            result.receipt.epsilon_requested,
+            spans,
+            settings.alphabets,
+            result.perturbed,
+            replacements,
+        )
         if forecast
         else None
     )

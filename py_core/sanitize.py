@@ -25,6 +25,7 @@ from py_core import alphabets, krr
 from py_core.accounting import DEFAULT_DELTA, KRREvent, KrrPldAccountant
 from py_core.errors import InsecureRandomnessError, InvalidParameterError
 from py_core.language import HEADERS
+from py_core.memo import Setting, WordMemo
 
 __all__ = [
     "DEFAULT_DELTA",
@@ -99,6 +100,14 @@ class Receipt:
     unsupported_chars: int = 0  # characters with no alphabet: sent as random ASCII
     header_language: str | None = None  # the language of the header sent, if known
     visible: str = ""  # in plain words: what the guarantee does not hide
+    # With the word memo (py_core.memo): words sent again as their earlier draw, and
+    # what this prompt released for the first time (all of it without the memo).
+    memo: bool = False
+    words_reused: int = 0
+    chars_reused: int = 0
+    words_fresh: int = 0
+    chars_fresh: int = 0
+    epsilon_fresh_basic: float = 0.0  # basic composition over the fresh characters only
 
     def to_dict(self) -> dict[str, object]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -354,6 +363,7 @@ def sanitize_prompt(
     compose: bool = True,
     alphabets_mode: str = alphabets.SCRIPTS,
     header_language: str | None = None,
+    memo: WordMemo | None = None,
 ) -> SanitizedPrompt:
     """Perturb ``text`` outside ``protected_spans`` and return what to send, with a receipt.
 
@@ -364,6 +374,10 @@ def sanitize_prompt(
     (:mod:`py_core.alphabets`; epsilon per slot), ``"ascii"`` puts everything into
     printable ASCII (Veil's original mechanism).  ``header_language`` is only
     reported in the receipt.
+
+    ``memo`` (:class:`py_core.memo.WordMemo`): each word already in it is sent as
+    its stored draw, each other word is drawn fresh and added to it (the caller
+    stores ``memo.added``); the receipt says how many of each.
     """
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}")
@@ -393,6 +407,12 @@ def sanitize_prompt(
     words = _word_survival(text, cls, spans, costs)
     scripts, slots, unsupported = _counts(cls, spans, costs)
     chars = sum(c.chars for c in scripts)
+    basic = sum(c.chars * c.epsilon_per_char for c in scripts)
+    fresh = _Fresh(len(words), chars, basic)
+    if memo is not None:
+        perturbed, fresh = _apply_memo(
+            text, perturbed, cls, spans, costs, memo, Setting(mode, latin_marks, impl.requested)
+        )
     composed = None
     if compose:
         accountant = KrrPldAccountant()
@@ -405,7 +425,7 @@ def sanitize_prompt(
         keep_probability=impl.keep_probability,
         chars_perturbed=chars,
         chars_protected=sum(end - start for start, end in spans),
-        epsilon_total_basic=sum(c.chars * c.epsilon_per_char for c in scripts),
+        epsilon_total_basic=basic,
         epsilon_total_composed=composed,
         delta=delta,
         words=words,
@@ -417,9 +437,70 @@ def sanitize_prompt(
         unsupported_chars=unsupported,
         header_language=header_language if header else None,
         visible=_visible(mode, scripts, latin_marks, bool(header and header_language)),
+        memo=memo is not None,
+        words_reused=fresh.words_reused,
+        chars_reused=fresh.chars_reused,
+        words_fresh=fresh.words,
+        chars_fresh=fresh.chars,
+        epsilon_fresh_basic=fresh.epsilon,
     )
     sent = (header or "") + perturbed
     return SanitizedPrompt(text=sent, perturbed=perturbed, receipt=receipt)
+
+
+class _Fresh(NamedTuple):
+    words: int
+    chars: int
+    epsilon: float
+    words_reused: int = 0
+    chars_reused: int = 0
+
+
+def _apply_memo(
+    text: str,
+    perturbed: str,
+    cls: bytes,
+    spans: list[tuple[int, int]],
+    costs: _Costs,
+    memo: WordMemo,
+    setting: Setting,
+) -> tuple[str, _Fresh]:
+    """``perturbed`` with every memoised word replaced by its stored draw.
+
+    The words are the runs of non-whitespace between the protected spans (what
+    k-RR perturbed).  A word not in the memo keeps the fresh draw just made for
+    it -- an ordinary k-RR release -- and is added, so a second occurrence in the
+    same prompt is sent as the first.  The fresh draws of the other words are
+    discarded unseen.
+    """
+    out: list[str] = []
+    cursor = 0
+    fresh_words = fresh_chars = reused_words = reused_chars = 0
+    fresh_eps = 0.0
+    by_class = costs.by_class
+    for start, end in _free_ranges(spans, len(text)):
+        for match in krr.WORD.finditer(text, start, end):
+            a, b = match.span()
+            word = match.group()
+            stored = memo.get(word, setting)
+            if stored is None:
+                slot_counts: dict[str, int] = {}
+                for code in set(cls[a:b]):
+                    n = cls.count(bytes([code]), a, b)
+                    fresh_eps += n * by_class[code].epsilon
+                    for slot in by_class[code].slots:
+                        slot_counts[slot] = slot_counts.get(slot, 0) + n
+                memo.add(word, setting, perturbed[a:b], slot_counts)
+                fresh_words += 1
+                fresh_chars += b - a
+                continue
+            out.append(perturbed[cursor:a])
+            out.append(stored)
+            cursor = b
+            reused_words += 1
+            reused_chars += b - a
+    out.append(perturbed[cursor:])
+    return "".join(out), _Fresh(fresh_words, fresh_chars, fresh_eps, reused_words, reused_chars)
 
 
 def _visible(mode: str, scripts: Sequence[ScriptCount], latin_marks: bool, language: bool) -> str:

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from py_core import alphabets, krr, protect
+from py_core import alphabets, krr, memo, protect
 from py_core.accounting import KRREvent, KrrPldAccountant
 from py_core.errors import SetupRequiredError, VeilError
 from py_core.rootguard import api as rootguard
@@ -76,11 +76,18 @@ def op_sanitize(args: dict[str, Any], *, preview: bool = False) -> dict[str, Any
         alphabets=alphabet_mode,
         header_language=header_language,
     )
+    # The word memo: the stored variants of this prompt's words ({word: [variant]});
+    # absent (null) only where the caller chose to run without one (veil perturb, tests).
+    words_memo = None if args.get("memo") is None else memo.WordMemo(args.get("memo"))
     try:
         # The send path skips the tight composed bound (~95% of the time of a
         # sanitization); the extension asks for it after the send (op "composed_epsilon").
         result = protect.protect(
-            text, settings, compose=preview or bool(args.get("compose", False)), forecast=preview
+            text,
+            settings,
+            compose=preview or bool(args.get("compose", False)),
+            forecast=preview,
+            memo=words_memo,
         )
     except SetupRequiredError as exc:
         raise BridgeError(
@@ -98,6 +105,15 @@ def op_sanitize(args: dict[str, Any], *, preview: bool = False) -> dict[str, Any
     if preview:
         # None in numbers mode: no k-RR, every word is sent as typed.
         out["words"] = None if result.words is None else [w.to_dict() for w in result.words]
+    if words_memo is not None:
+        # New draws to store (a preview's too: what was shown is what will be sent).
+        out["memoAdded"] = words_memo.added
+        site = args.get("siteId")
+        if not preview and receipt is not None:
+            total, site_ledger, seen = memo.account_send(
+                words_memo, str(site or ""), args.get("ledgerTotal"), args.get("ledgerSite")
+            )
+            out["ledgerTotal"], out["ledgerSite"], out["memoSeen"] = total, site_ledger, seen
     return out
 
 
@@ -162,6 +178,18 @@ def op_composed_epsilon(args: dict[str, Any]) -> dict[str, Any]:
     return {"epsilon_total_composed": composed, "delta": delta}
 
 
+def op_ledger(args: dict[str, Any]) -> dict[str, Any]:
+    """The lifetime ledger's figures: ``{"total": L, "sites": {id: L}}`` -> the same, summarised."""
+    delta = float(args.get("delta", DEFAULT_DELTA))
+    sites = args.get("sites") or {}
+    if not isinstance(sites, dict):
+        raise BridgeError("bad-request", "sites must map site ids to ledgers")
+    return {
+        "total": memo.ledger_summary(args.get("total"), delta),
+        "sites": {name: memo.ledger_summary(ledger, delta) for name, ledger in sites.items()},
+    }
+
+
 def op_ping(_args: dict[str, Any]) -> dict[str, Any]:
     return {
         "python": sys.version.split()[0],
@@ -209,8 +237,35 @@ def op_rootguard_reset(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def op_rootguard_view(args: dict[str, Any]) -> dict[str, Any]:
+    """The stored record for the pages: ``_view`` plus what was spent, both ways, and the
+    values written in prompts that differ from the stored ones (offered for storing)."""
     api = _require_rootguard()
-    return _view(api, args.get("profile"), args.get("state"))
+    profile, state = args.get("profile"), args.get("state")
+    return {
+        **_view(api, profile, state),
+        "spent": api.spent(profile, state),
+        "drifts": api.drifts(profile, args.get("trueValues") or {}, state),
+    }
+
+
+def op_rootguard_add(args: dict[str, Any]) -> dict[str, Any]:
+    """Store values later (``values``: root -> true value); only they are drawn.
+
+    A value already written in a prompt takes that draw (no cost); every other root and
+    draw is unchanged (:func:`py_core.rootguard.api.add_values`).
+    """
+    api = _require_rootguard()
+    profile = _checked_profile(api, args.get("profile"))
+    out = api.add_values(
+        profile, args.get("trueValues") or {}, args.get("state"), args.get("values") or {}
+    )
+    return {
+        **_view(api, profile, out["state"]),
+        "trueValues": out["trueValues"],
+        "added": out["added"],
+        "updated": out["updated"],
+        "adopted": out["adopted"],
+    }
 
 
 def op_rootguard_import_check(args: dict[str, Any]) -> dict[str, Any]:
@@ -238,12 +293,14 @@ OPS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "preview": lambda args: op_sanitize(args, preview=True),
     "explain": op_explain,
     "composed_epsilon": op_composed_epsilon,
+    "ledger": op_ledger,
     "rootguard_default": op_rootguard_default,
     "rootguard_init": op_rootguard_init,
     "rootguard_reset": op_rootguard_reset,
     "rootguard_view": op_rootguard_view,
     "rootguard_describe": op_rootguard_describe,
     "rootguard_import_check": op_rootguard_import_check,
+    "rootguard_add": op_rootguard_add,
 }
 
 

@@ -8,12 +8,14 @@ export const Op = Object.freeze({
   PREVIEW: "preview",
   EXPLAIN: "explain",
   COMPOSED_EPSILON: "composed_epsilon",
+  LEDGER: "ledger",
   ROOTGUARD_DEFAULT: "rootguard_default",
   ROOTGUARD_INIT: "rootguard_init",
   ROOTGUARD_RESET: "rootguard_reset",
   ROOTGUARD_VIEW: "rootguard_view",
   ROOTGUARD_DESCRIBE: "rootguard_describe",
   ROOTGUARD_IMPORT_CHECK: "rootguard_import_check",
+  ROOTGUARD_ADD: "rootguard_add",
 });
 
 // Ops that read py_core's data files (not in the memory snapshot): after a

@@ -76,7 +76,20 @@ test("protect: the core's text is sent, the history keeps the original, the rece
   assert.equal(reply.data.protected, true);
   assert.match(reply.data.notice, /ε = 5\.00 per character, 9 characters/);
   const sanitize = e.state.coreCalls.find((c) => c.op === Op.SANITIZE);
-  assert.deepEqual(sanitize.args, { text: "my secret", epsilon: 5, mode: "text", header: null, rootguard: null, alphabets: "scripts", headerLanguage: "auto" });
+  assert.deepEqual(sanitize.args, {
+    text: "my secret",
+    epsilon: 5,
+    mode: "text",
+    header: null,
+    rootguard: null,
+    alphabets: "scripts",
+    headerLanguage: "auto",
+    // The word memo: no word stored yet, and the lifetime ledger is empty.
+    memo: {},
+    siteId: "chatgpt",
+    ledgerTotal: null,
+    ledgerSite: null,
+  });
   const [index] = Object.values(await e.local.get(historyKey("chatgpt")));
   assert.equal(index.length, 1);
   const key = entryKey(index[0].id);
@@ -236,7 +249,7 @@ test("get-state: the view model for the popup, and RootGuard's view for the opti
 
 // ---------------------------------------------------------------- the core for the pages
 
-test("preview uses the site's settings and stores nothing, not even RootGuard's new state", async () => {
+test("preview uses the site's settings and stores nothing but the memo's draws, not even RootGuard's new state", async () => {
   const e = env();
   await saveRootguard(e);
   await setMode(e, "chatgpt", { mode: "both", epsilon: 3 });

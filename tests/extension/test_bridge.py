@@ -90,12 +90,18 @@ def test_preview_forecasts_each_original_word() -> None:
     assert [(w["start"], w["end"]) for w in words] == [(w.start, w.end) for w in expected]
     assert [text[w["start"] : w["end"]] for w in words] == text.split()
     for got, want in zip(words, expected, strict=True):
-        assert got["label"] == want.label
-        assert got["probability"] == pytest.approx(want.probability)
+        assert got["forecast_probability"] == pytest.approx(want.probability)
         assert got["survival_probability"] == pytest.approx(want.survival_probability)
         assert got["rootguard"] is False
+        assert got["sent"] == result["perturbed"][got["start"] : got["end"]]
+        # The label shown agrees with the draw: an intact word is sure to be restored.
+        if got["intact"]:
+            assert (got["label"], got["probability"]) == (LIKELY_RESTORED, 1.0)
+        else:
+            assert got["label"] == want.label
+            assert got["probability"] == pytest.approx(want.probability)
     by_text = {w["text"]: w for w in words}
-    assert by_text["Xylofant,"]["label"] == LIKELY_HIDDEN
+    assert by_text["Xylofant,"]["label"] == LIKELY_HIDDEN or by_text["Xylofant,"]["intact"]
     assert by_text["the"]["label"] == LIKELY_RESTORED
     # Positions refer to the text as typed, not to the header-prefixed text sent.
     assert result["text"].startswith(DEFAULT_HEADER)
@@ -106,8 +112,11 @@ def test_preview_forecast_follows_epsilon() -> None:
     text = "the quarterly report for Xylofant industries"
     low = call("preview", text=text, epsilon=2, mode="text", header="")["result"]["words"]
     high = call("preview", text=text, epsilon=8, mode="text", header="")["result"]["words"]
-    assert all(a["probability"] <= b["probability"] for a, b in zip(low, high, strict=True))
-    assert any(a["label"] != b["label"] for a, b in zip(low, high, strict=True))
+    pairs = list(zip(low, high, strict=True))
+    assert all(a["forecast_probability"] <= b["forecast_probability"] for a, b in pairs)
+    assert any(
+        (a["forecast_probability"] >= 0.5) != (b["forecast_probability"] >= 0.5) for a, b in pairs
+    )
 
 
 def test_send_path_carries_no_forecast() -> None:

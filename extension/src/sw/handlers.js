@@ -12,6 +12,7 @@ import { refreshAllBadges, refreshBadge, savePageCheck } from "./badge.js";
 import { composeRedeem, composeSend, openPanel } from "./compose.js";
 import { callCore } from "./core-client.js";
 import { appendHistory, clearHistory, finishReceipt, readHistory, readIndexes } from "./history.js";
+import { memoView, resetMemo, withMemo } from "./memo.js";
 import { pageSite, registerSite, siteIdFor, siteList, unregisterSite } from "./sites.js";
 import {
   ROOTGUARD_LOCK,
@@ -55,25 +56,33 @@ async function protect(ext, data, sender, { failOpen = true } = {}) {
   const base = { original: text, epsilon: site.epsilon, mode: site.mode, url };
   try {
     const args = { text, epsilon: site.epsilon, mode: site.mode, header: effectiveHeader(settings, siteId), rootguard: null, alphabets: site.alphabets, headerLanguage: site.headerLanguage };
-    const result =
-      site.mode === "text"
-        ? await callCore(ext, Op.SANITIZE, args, settings.coreTimeoutMs, timings)
-        : // RootGuard may draw a root's value the first time it is mentioned; read,
-          // call and store under one lock so two tabs can never draw it twice.
-          await ext.withLock(ROOTGUARD_LOCK, async () => {
-            const stored = await loadRootguard(ext);
-            if (stored?.state) args.rootguard = rootguardArgs(stored);
-            const out = await callCore(ext, Op.SANITIZE, args, settings.coreTimeoutMs, timings);
-            if (out.rootguardState && stored?.state && JSON.stringify(out.rootguardState) !== JSON.stringify(stored.state)) {
-              await saveRootguard(ext, { ...stored, state: out.rootguardState });
-            }
-            return out;
-          });
+    // Under the memo lock: a word already released is sent as its stored draw,
+    // and RootGuard (which may draw a root's value the first time it is
+    // mentioned) reads, draws and stores under its own lock inside it, so two
+    // tabs can never draw one word or one value twice.
+    const result = await withMemo(
+      ext,
+      text,
+      async (memo, ledger) => {
+        const callArgs = { ...args, memo, siteId, ledgerTotal: ledger.total, ledgerSite: ledger.sites[siteId] ?? null };
+        if (site.mode === "text") return callCore(ext, Op.SANITIZE, callArgs, settings.coreTimeoutMs, timings);
+        return ext.withLock(ROOTGUARD_LOCK, async () => {
+          const stored = await loadRootguard(ext);
+          if (stored?.state) callArgs.rootguard = rootguardArgs(stored);
+          const out = await callCore(ext, Op.SANITIZE, callArgs, settings.coreTimeoutMs, timings);
+          if (out.rootguardState && stored?.state && JSON.stringify(out.rootguardState) !== JSON.stringify(stored.state)) {
+            await saveRootguard(ext, { ...stored, state: out.rootguardState, events: withDriftEvents(stored, out.rootguardState) });
+          }
+          return out;
+        });
+      },
+      { siteId },
+    );
     const receipt = result.receipt;
-    const notice = receipt
+    const notice = (receipt
       ? `Veil protected this prompt: ε = ${receipt.epsilon_per_char.toFixed(2)} per character, ${receipt.chars_perturbed} characters` +
         (result.replacements.length ? `, ${result.replacements.length} values from RootGuard's cache` : "")
-      : `Veil replaced ${result.replacements.length} values with RootGuard's cached noisy values`;
+      : `Veil replaced ${result.replacements.length} values with RootGuard's cached noisy values`) + rootguardNotice(result.replacements);
     timings.beforeHistory = performance.now() - started;
     const id = await appendHistory(ext, siteId, { ...base, status: "protected", sent: result.text, receipt, replacements: result.replacements, timings }, settings.historyLimit);
     // Not awaited: the reply goes out first. If the worker stops before this
@@ -102,7 +111,7 @@ async function viewRootguard(ext, settings) {
   let error = null;
   try {
     if (rootguard?.state) {
-      view = await callCore(ext, Op.ROOTGUARD_VIEW, { profile: rootguard.profile, state: rootguard.state }, timeout);
+      view = await callCore(ext, Op.ROOTGUARD_VIEW, { profile: rootguard.profile, state: rootguard.state, trueValues: rootguard.trueValues || {} }, timeout);
     } else if (rootguard?.profile) {
       view = await callCore(ext, Op.ROOTGUARD_DESCRIBE, { profile: rootguard.profile }, timeout);
     }
@@ -118,6 +127,8 @@ async function viewRootguard(ext, settings) {
     noisy: view?.noisy ?? null,
     ledger: view?.ledger ?? null,
     describe: view?.describe ?? null,
+    spent: view?.spent ?? null,
+    drifts: view?.drifts ?? [],
     events: rootguard?.events ?? [],
     defaultProfile,
     error,
@@ -206,10 +217,14 @@ async function preview(ext, data) {
   const settings = await loadSettings(ext);
   const site = knownSite(settings, data.siteId);
   const rootguard = site.mode === "text" ? null : rootguardArgs(await loadRootguard(ext));
-  const args = { text: String(data.text ?? ""), epsilon: site.epsilon, mode: site.mode, header: effectiveHeader(settings, data.siteId), rootguard, alphabets: site.alphabets, headerLanguage: site.headerLanguage };
-  const result = await callCore(ext, Op.PREVIEW, args, settings.coreTimeoutMs);
-  // A preview never stores anything: RootGuard's state it returns is dropped.
+  const text = String(data.text ?? "");
+  const args = { text, epsilon: site.epsilon, mode: site.mode, header: effectiveHeader(settings, data.siteId), rootguard, alphabets: site.alphabets, headerLanguage: site.headerLanguage };
+  // The draw shown is kept in the word memo (as shown, sent to no site): the
+  // send of the same words sends exactly it, and previewing again cannot re-roll
+  // it. RootGuard's state it returns is dropped: a preview spends no budget.
+  const result = await withMemo(ext, text, (memo) => callCore(ext, Op.PREVIEW, { ...args, memo }, settings.coreTimeoutMs));
   delete result.rootguardState;
+  delete result.memoAdded;
   return result;
 }
 
@@ -245,6 +260,51 @@ async function rootguardSave(ext, data) {
     const events = [{ ts: Date.now(), event: "initialised", reason: "profile saved" }];
     await saveRootguard(ext, { profile: data.profile, trueValues, state: result.state, events });
     return result;
+  });
+}
+
+/** The events with one "drift" entry per value newly drawn for a number that is not the stored one. */
+function withDriftEvents(stored, state) {
+  const before = stored?.state?.drifts || {};
+  const added = Object.entries(state?.drifts || {}).flatMap(([name, draws]) =>
+    Object.keys(draws).filter((key) => !(key in (before[name] || {}))).map(() => name));
+  const events = [...(stored?.events || [])];
+  for (const name of added) {
+    events.push({ ts: Date.now(), event: "drift", reason: `${name}: a prompt held a value other than the stored one; it was drawn once as a new value and is reused whenever that value is written again` });
+  }
+  return events;
+}
+
+/** What the notice adds for RootGuard: each value's ε both ways, and the numbers that drifted. */
+function rootguardNotice(replacements) {
+  if (!replacements?.length) return "";
+  const labels = new Map();
+  for (const r of replacements) for (const [name, g] of Object.entries(r.guarantees || {})) labels.set(name, `${name} ${g.label} (${g.domain_label})`);
+  const shown = [...labels.values()];
+  const drifted = replacements.filter((r) => r.drift).map((r) => r.name);
+  return (shown.length ? `. RootGuard: ${shown.slice(0, 3).join("; ")}${shown.length > 3 ? `; and ${shown.length - 3} more` : ""}` : "") +
+    (drifted.length ? `. ${[...new Set(drifted)].join(", ")}: not your stored value, sent as a new noisy draw; store it in Veil's options (RootGuard) if it is your value now` : "");
+}
+
+/** Store values later: only they are drawn (under the lock, like a save); every other draw stays. */
+async function rootguardAdd(ext, data) {
+  const settings = await loadSettings(ext);
+  return ext.withLock(ROOTGUARD_LOCK, async () => {
+    const rootguard = await loadRootguard(ext);
+    if (!rootguard?.state) throw badRequest("RootGuard has no saved values yet: save your profile first");
+    const values = data.values;
+    if (!values || typeof values !== "object" || Array.isArray(values) || !Object.keys(values).length) {
+      throw badRequest("values must be an object of root -> number with at least one value");
+    }
+    const result = await callCore(ext, Op.ROOTGUARD_ADD, { profile: rootguard.profile, trueValues: rootguard.trueValues || {}, state: rootguard.state, values }, settings.coreTimeoutMs);
+    const events = [...(rootguard.events || [])];
+    for (const name of [...result.added, ...result.updated]) {
+      const how = result.adopted.includes(name) ? "took the draw already sent for that value (nothing spent)" : "drawn once";
+      events.push({ ts: Date.now(), event: result.added.includes(name) ? "added" : "updated", reason: `${name} ${result.added.includes(name) ? "added" : "updated"} from the options page: ${how}` });
+    }
+    await saveRootguard(ext, { ...rootguard, trueValues: result.trueValues, state: result.state, events });
+    const { state, noisy, ledger, describe, trueValues, added, updated, adopted } = result;
+    return { state, noisy, ledger, describe, trueValues, added, updated, adopted };
   });
 }
 
@@ -293,6 +353,21 @@ async function rootguardImport(ext, data) {
   });
 }
 
+// ---------------------------------------------------------------- word memo and lifetime ledger
+
+async function memoState(ext) {
+  const settings = await loadSettings(ext);
+  const view = await memoView(ext);
+  const { total, sites } = view.ledger;
+  const summary = await callCore(ext, Op.LEDGER, { total, sites }, settings.coreTimeoutMs);
+  return { ...view, ledger: summary };
+}
+
+async function memoReset(ext, data) {
+  if (data.confirm !== true) throw badRequest("a reset forgets every word's draw (the next send of each is a new release); it needs {confirm: true}");
+  return resetMemo(ext, data.reason);
+}
+
 // ---------------------------------------------------------------- the core's status
 
 async function coreStatus(ext, data) {
@@ -329,7 +404,10 @@ export const HANDLERS = Object.freeze({
   [Msg.ROOTGUARD_RESET]: rootguardReset,
   [Msg.ROOTGUARD_EXPORT]: rootguardExport,
   [Msg.ROOTGUARD_IMPORT]: rootguardImport,
+  [Msg.ROOTGUARD_ADD]: rootguardAdd,
   [Msg.PAGE_CHECK]: pageCheck,
+  [Msg.MEMO_STATE]: memoState,
+  [Msg.MEMO_RESET]: memoReset,
   [Msg.COMPOSE_SEND]: (ext, data) => composeSend(ext, data, { protect }),
   [Msg.COMPOSE_REDEEM]: composeRedeem,
   [Msg.OPEN_PANEL]: openPanel,

@@ -1,0 +1,151 @@
+// The word memo's storage (src/sw/memo.js) through the worker's handlers, with a
+// fake core that follows py_core.memo's contract: a word given in `memo` at the
+// same setting is sent as its stored form; any other word is drawn (here: a
+// counter, so two draws of one word differ) and reported in memoAdded.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { Msg, Target, message } from "../src/messages.js";
+import { dispatch } from "../src/sw/handlers.js";
+import { MEMO_PREFIX, UNSENT_LIMIT, wordsOf } from "../src/sw/memo.js";
+import { fakeCore, fakeExt, senders } from "./fake-ext.mjs";
+
+const CHATGPT = "https://chatgpt.com/c/1";
+const CLAUDE = "https://claude.ai/chat/1";
+
+function memoCore({ hideFromCore = new Set() } = {}) {
+  let draws = 0;
+  const run = (args, preview) => {
+    const key = `${args.alphabets}|0|${args.epsilon}`;
+    const added = [];
+    const seen = [];
+    const used = [];
+    const forms = {};
+    const out = [];
+    // "|" stands for a RootGuard replacement: it cuts a typed word into fragments.
+    for (const word of args.text.split(/([ \t\n\r\v\f|]+)/)) {
+      if (!word || /^[ \t\n\r\v\f|]+$/.test(word)) {
+        out.push(word);
+        continue;
+      }
+      const stored = hideFromCore.has(word) ? undefined : (args.memo[word] || []).find((v) => `${v.alphabets}|${v.marks ? 1 : 0}|${v.epsilon}` === key);
+      if (stored) {
+        out.push(stored.sent);
+        if (!used.includes(word)) used.push(word), seen.push({ word, key, first: !(stored.sites || []).length, here: (stored.sites || []).includes(args.siteId) });
+      } else if (forms[word]) {
+        out.push(forms[word]);
+      } else {
+        forms[word] = `${word[0]}#${++draws}`;
+        added.push({ word, variant: { alphabets: args.alphabets, marks: false, epsilon: args.epsilon, sent: forms[word], slots: { ascii: word.length } } });
+        seen.push({ word, key, first: true });
+        out.push(forms[word]);
+      }
+    }
+    const text = out.join("");
+    const result = { text, perturbed: text, receipt: { epsilon_per_char: args.epsilon, chars_perturbed: args.text.length, epsilon_total_composed: 1, delta: 1e-6, slots: [] }, replacements: [], rootguardState: null, memoAdded: added };
+    if (preview) result.words = [];
+    else {
+      const count = (ledger, items) => ({ words: (ledger?.words || 0) + items.length });
+      result.ledgerTotal = count(args.ledgerTotal, seen.filter((s) => s.first));
+      result.ledgerSite = count(args.ledgerSite, seen.filter((s) => !s.here));
+      result.memoSeen = seen;
+    }
+    return result;
+  };
+  return { sanitize: (args) => run(args, false), preview: (args) => run(args, true) };
+}
+
+function env(core = memoCore()) {
+  return fakeExt({ core: fakeCore(core), tabs: [{ id: 7, url: CHATGPT }] });
+}
+
+async function protect(e, text, url = CHATGPT) {
+  const reply = await dispatch(e.ext, message(Msg.PROTECT, Target.BACKGROUND, { text, url }), senders.content(url));
+  assert.ok(reply.ok, JSON.stringify(reply));
+  return reply.data.text;
+}
+
+async function preview(e, text) {
+  const reply = await dispatch(e.ext, message(Msg.PREVIEW, Target.BACKGROUND, { siteId: "chatgpt", text }), senders.page());
+  assert.ok(reply.ok, JSON.stringify(reply));
+  return reply.data.text;
+}
+
+test("words are split as py_core.krr.WORD splits them (only the six ASCII whitespace characters)", () => {
+  assert.deepEqual(wordsOf("Ada  Lovelace\tAda\u00a0x\u3000y\nz"), ["Ada", "Lovelace", "Ada\u00a0x\u3000y", "z"]);
+});
+
+test("a word sent once is sent again as the same draw, on this site and on another", async () => {
+  const e = env();
+  const first = await protect(e, "Ada Lovelace");
+  const again = await protect(e, "Lovelace and Ada");
+  const elsewhere = await protect(e, "Ada", CLAUDE);
+  assert.deepEqual(first.split(" "), [again.split(" ")[2], again.split(" ")[0]]);
+  assert.equal(elsewhere, first.split(" ")[0]);
+  const stored = e.local.dump()[MEMO_PREFIX + "Ada"];
+  assert.equal(stored.length, 1);
+  assert.deepEqual(stored[0].sites.sort(), ["chatgpt", "claude"]);
+  const { memoLedger } = e.local.dump();
+  assert.deepEqual(memoLedger.total, { words: 3 }); // Ada, Lovelace, and: each counted once
+  assert.deepEqual(memoLedger.sites.chatgpt, { words: 3 });
+  assert.deepEqual(memoLedger.sites.claude, { words: 1 });
+});
+
+test("the preview's draw is what is sent, and previewing again cannot re-roll it", async () => {
+  const e = env();
+  const shown = await preview(e, "invoice 4471-A");
+  assert.equal(await preview(e, "invoice 4471-A"), shown);
+  assert.deepEqual(e.local.dump().memoUnsent, ["invoice", "4471-A"]);
+  assert.deepEqual(e.local.dump()[MEMO_PREFIX + "invoice"][0].sites, []);
+  assert.equal(await protect(e, "invoice 4471-A"), shown);
+  assert.deepEqual(e.local.dump().memoUnsent, []);
+  assert.deepEqual(e.local.dump().memoLedger.total, { words: 2 }); // counted when first sent
+});
+
+test("a fragment the worker did not look up is never re-drawn: the send is redone with its draw", async () => {
+  const e = env();
+  const first = await protect(e, "Lovelace");
+  const calls = e.state.coreCalls.length;
+  // The worker looks up "Lovelace|52" (a typed word); the core's k-RR sees the fragment "Lovelace".
+  const sent = await protect(e, "Lovelace|52");
+  assert.equal(e.state.coreCalls.length - calls, 2, "the core is called a second time, with the fragment's draw");
+  assert.equal(sent.split("|")[0], first);
+  assert.equal(e.local.dump()[MEMO_PREFIX + "Lovelace"].length, 1);
+});
+
+test("a core that re-draws a stored word it was given blocks the send (fail closed)", async () => {
+  const hide = new Set();
+  const e = env(memoCore({ hideFromCore: hide }));
+  await protect(e, "Lovelace");
+  const stored = e.local.dump()[MEMO_PREFIX + "Lovelace"];
+  hide.add("Lovelace");
+  const reply = await dispatch(e.ext, message(Msg.PROTECT, Target.BACKGROUND, { text: "Lovelace", url: CHATGPT }), senders.content(CHATGPT));
+  assert.equal(reply.data.action, "block");
+  assert.match(reply.data.notice, /already released/);
+  assert.deepEqual(e.local.dump()[MEMO_PREFIX + "Lovelace"], stored);
+});
+
+test("a reset forgets the draws, is logged, and keeps the lifetime ledger", async () => {
+  const e = env();
+  const first = await protect(e, "Lovelace");
+  const refused = await dispatch(e.ext, message(Msg.MEMO_RESET, Target.BACKGROUND, {}), senders.page());
+  assert.equal(refused.ok, false);
+  const reply = await dispatch(e.ext, message(Msg.MEMO_RESET, Target.BACKGROUND, { confirm: true, reason: "testing" }), senders.page());
+  assert.equal(reply.data.forgotten, 1);
+  assert.equal(reply.data.events.at(-1).reason, "testing");
+  assert.equal(e.local.dump()[MEMO_PREFIX + "Lovelace"], undefined);
+  assert.notEqual(await protect(e, "Lovelace"), first);
+  assert.deepEqual(e.local.dump().memoLedger.total, { words: 2 }); // both releases counted
+});
+
+test("draws only shown in previews are capped; sent draws are never dropped", async () => {
+  const e = env();
+  await protect(e, "kept");
+  const words = Array.from({ length: UNSENT_LIMIT + 3 }, (_, i) => `w${i}`);
+  await preview(e, ["kept", ...words].join(" "));
+  const dump = e.local.dump();
+  assert.equal(dump.memoUnsent.length, UNSENT_LIMIT);
+  assert.equal(dump[MEMO_PREFIX + "w0"], undefined);
+  assert.ok(dump[MEMO_PREFIX + `w${UNSENT_LIMIT + 2}`]);
+  assert.ok(dump[MEMO_PREFIX + "kept"]);
+});
