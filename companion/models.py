@@ -205,11 +205,12 @@ def model_catalog(
     ``<home>/models`` under its file or folder name.
     """
     entries: list[ModelEntry] = []
-    seen: set[str] = set()
+    seen: set[str] = set()  # ids and resolved paths: a model is listed once
 
     def add(entry: ModelEntry) -> None:
-        if entry.id not in seen:
-            seen.add(entry.id)
+        where = entry.spec if entry.source == "bundled" else str(Path(entry.spec).resolve())
+        if entry.id not in seen and where not in seen:
+            seen.update((entry.id, where))
             entries.append(entry)
 
     packages = {DEFAULT_MODEL: DEFAULT_GGUF_PACKAGE, GEMMA_MODEL: GEMMA_PACKAGE}
