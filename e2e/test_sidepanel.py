@@ -10,10 +10,13 @@ carries, must be the protected text and nothing of the original.
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
+from urllib.parse import quote
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import CDPSession, Page
 
 from e2e.harness import (
     EDITOR_SELECTOR,
@@ -25,6 +28,7 @@ from e2e.harness import (
     page_sends,
     type_prompt,
     wait_for_records,
+    wait_notice,
 )
 from e2e.recorder import FIXTURE_FOR_HOST
 from e2e.test_protect import assert_perturbed_shape, squash
@@ -225,3 +229,104 @@ def test_panel_refuses_a_box_the_person_typed_into(browser: Browser) -> None:
     site.keyboard.press("Enter")
     records = wait_for_records(site, browser.recorder)
     assert_perturbed_shape(records[0].text, "typed in the site itself")
+
+
+class RealPanel:
+    """Chrome's own side panel (not a tab: Playwright does not attach to it), driven over CDP."""
+
+    def __init__(self, page: Page, target_id: str) -> None:
+        self.page = page
+        self.cdp: CDPSession = page.context.new_cdp_session(page)
+        attached = self.cdp.send("Target.attachToTarget", {"targetId": target_id, "flatten": False})
+        self.session = attached["sessionId"]
+        self.replies: dict[int, dict[str, Any]] = {}
+        self.next_id = 0
+        self.cdp.on("Target.receivedMessageFromTarget", self._received)
+
+    def _received(self, event: dict[str, Any]) -> None:
+        msg = json.loads(event["message"])
+        if "id" in msg:
+            self.replies[msg["id"]] = msg
+
+    def evaluate(self, expression: str, timeout: float = 10.0) -> Any:
+        self.next_id += 1
+        call = {
+            "id": self.next_id,
+            "method": "Runtime.evaluate",
+            "params": {"expression": expression, "awaitPromise": True, "returnByValue": True},
+        }
+        self.cdp.send(
+            "Target.sendMessageToTarget", {"sessionId": self.session, "message": json.dumps(call)}
+        )
+        deadline = time.time() + timeout
+        while self.next_id not in self.replies:
+            assert time.time() < deadline, f"the side panel did not answer {expression!r}"
+            self.page.wait_for_timeout(20)
+        reply = self.replies.pop(self.next_id)
+        assert "exceptionDetails" not in reply["result"], reply
+        return reply["result"]["result"].get("value")
+
+    def wait_for(self, expression: str, timeout: float = 30.0) -> Any:
+        deadline = time.time() + timeout
+        while not (value := self.evaluate(expression)):
+            assert time.time() < deadline, f"timed out waiting for {expression!r} in the side panel"
+            self.page.wait_for_timeout(50)
+        return value
+
+
+def side_panel_targets(page: Page) -> list[dict[str, Any]]:
+    cdp = page.context.new_cdp_session(page)
+    try:
+        targets = cdp.send("Target.getTargets")["targetInfos"]
+    finally:
+        cdp.detach()
+    return [t for t in targets if "/sidepanel.html" in t["url"] and not t["attached"]]
+
+
+def test_popup_button_opens_chromes_side_panel_and_it_sends_protected(browser: Browser) -> None:
+    """The popup's button opens the real chrome.sidePanel on the tab; a prompt written there is sent protected."""
+    host = "chatgpt.com"
+    site = open_spied_site(browser, host)
+    tab = tab_id(browser, host)
+    popup = browser.ctx.new_page()
+    popup.goto(browser.url(f"popup.html?url={quote(SITE_URL[host], safe='')}&tab={tab}"))
+    popup.wait_for_selector("body[data-ready=true]", timeout=30000)
+    popup.click("#open-panel")  # a real click: the user gesture sidePanel.open needs
+    deadline = time.time() + 10
+    while not (targets := side_panel_targets(site)):
+        assert time.time() < deadline, "no side panel opened"
+        site.wait_for_timeout(50)
+    assert targets[0]["url"].endswith(f"sidepanel.html?tab={tab}")
+    contexts = browser.evaluate(
+        "async () => (await chrome.runtime.getContexts({contextTypes: ['SIDE_PANEL']}))"
+        ".map(c => c.documentUrl)"
+    )
+    assert any(url.endswith(f"sidepanel.html?tab={tab}") for url in contexts), contexts
+    panel = RealPanel(site, targets[0]["targetId"])
+    panel.wait_for("document.querySelector('#panel-state').dataset.state === 'ready'")
+    panel.evaluate(
+        "(() => { const t = document.querySelector('#compose'); t.value = "
+        + json.dumps(PROMPT)
+        + "; t.dispatchEvent(new Event('input')); })()"
+    )
+    panel.wait_for("document.querySelectorAll('#forecast .word').length > 0")
+    panel.evaluate("document.querySelector('#send').click()")
+    assert panel.wait_for("document.body.dataset.sent") == "sent"
+    records = wait_for_records(site, browser.recorder)
+    assert_perturbed_shape(records[0].text, PROMPT)
+    assert_page_saw_nothing_of(site, PROMPT, records[0].text)
+
+
+def test_notice_button_opens_the_panel(browser: Browser) -> None:
+    """The notice's button: Chrome refuses sidePanel.open without a gesture, so the panel opens in a window."""
+    host = "chatgpt.com"
+    site = browser.open_site(host)
+    type_prompt(site, host, "a first prompt typed in the site")
+    site.keyboard.press("Enter")
+    wait_notice(site, {"protected"})
+    tab = tab_id(browser, host)
+    with browser.ctx.expect_page(timeout=10000) as opened:
+        site.locator("veil-notice").locator("button.panel").click()
+    panel = opened.value
+    assert panel.url == browser.url(f"sidepanel.html?tab={tab}")
+    panel.wait_for_selector("#panel-state[data-state=ready]", timeout=30000)

@@ -75,6 +75,10 @@ export const ext = {
       return Promise.all([set, panel.open({ tabId })]);
     },
   },
+  windows: {
+    /** A small window of the extension's own `path` (the panel where Chrome refuses sidePanel.open). */
+    openPopup: (path, { width, height }) => chromeNow().windows.create({ url: chromeNow().runtime.getURL(path), type: "popup", width, height, focused: true }),
+  },
   commands: {
     /** `fn(command, tab)` when the person presses one of the manifest's shortcuts. */
     onCommand: (fn) => chromeNow().commands.onCommand.addListener(fn),

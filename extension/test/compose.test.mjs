@@ -187,13 +187,23 @@ test("compose-send needs a tab id and text; only Veil's pages may send it, only 
   assert.deepEqual(ok, { ok: true, data: {} });
 });
 
-test("open-panel opens Veil's panel on the sender's tab", async () => {
+test("open-panel opens Veil's panel on the sender's tab, or the same page in a window", async () => {
   const e = env();
   const opened = [];
   e.ext.sidePanel = { openFor: async (tabId) => opened.push(tabId) };
+  const windows = [];
+  e.ext.windows = { openPopup: async (path) => windows.push(path) };
   const reply = await dispatch(e.ext, message(Msg.OPEN_PANEL, Target.BACKGROUND, {}), senders.content(CHATGPT));
-  assert.deepEqual(reply, { ok: true, data: {} });
+  assert.deepEqual(reply, { ok: true, data: { where: "side-panel" } });
   assert.deepEqual(opened, [TAB]);
+  assert.deepEqual(windows, []);
+  // Chrome refuses without a user gesture (a click in the page does not carry one): the same page in a window.
+  e.ext.sidePanel.openFor = async () => {
+    throw new Error("`sidePanel.open()` may only be called in response to a user gesture.");
+  };
+  const fallback = await dispatch(e.ext, message(Msg.OPEN_PANEL, Target.BACKGROUND, {}), senders.content(CHATGPT));
+  assert.deepEqual(fallback, { ok: true, data: { where: "window" } });
+  assert.deepEqual(windows, [`sidepanel.html?tab=${TAB}`]);
   const fromPage = await dispatch(e.ext, message(Msg.OPEN_PANEL, Target.BACKGROUND, {}), senders.page());
   assert.equal(fromPage.error.code, ErrorCode.FORBIDDEN);
 });

@@ -145,10 +145,21 @@ export async function composeRedeem(ext, data, sender) {
   return {};
 }
 
-/** Open Veil's panel on the sender's tab (the notice's button); needs the click's user gesture. */
+/**
+ * Open Veil's panel on the sender's tab (the notice's button). Chrome opens a
+ * side panel only inside a user gesture, and a click in the page does not
+ * carry one through the message; then the same page opens in a small window
+ * of its own -- an extension page too, which the site cannot read.
+ * {where: "side-panel" | "window"}.
+ */
 export async function openPanel(ext, _data, sender) {
   const tabId = sender.tab?.id;
   if (!Number.isInteger(tabId)) throw badRequest("open-panel comes from a tab");
-  await ext.sidePanel.openFor(tabId);
-  return {};
+  try {
+    await ext.sidePanel.openFor(tabId);
+    return { where: "side-panel" };
+  } catch {
+    await ext.windows.openPopup(`sidepanel.html?tab=${tabId}`, { width: 440, height: 720 });
+    return { where: "window" };
+  }
 }
