@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 _MODULES: dict[str, str] = {
     "copy_aware": "companion.decoding.defenses.copy_aware",
     "bounded": "companion.decoding.defenses.bounded",
+    "dp_vote": "companion.decoding.defenses.dp_vote",
     "pad": "companion.decoding.defenses.pad",
     "static": "companion.decoding.defenses.static",
     "none": "companion.decoding.defenses.none",
