@@ -282,7 +282,8 @@ def account_send(
     a site's ledger when it is first sent to that site; stored variants carry the
     ``sites`` that have seen them (a draw only shown in a preview has none).
     Returns ``(total, site_ledger, seen)``: ``seen`` lists every variant of this
-    prompt as ``{"word", "key", "first"}`` (``first``: sent to no site before).
+    prompt as ``{"word", "alphabets", "marks", "epsilon", "first"}`` (``first``: sent to
+    no site before).
     """
     if not isinstance(site, str) or not site:
         raise InvalidParameterError(f"site must be a non-empty string; got {site!r}")
@@ -297,6 +298,13 @@ def account_send(
             to_total.append(release)
         if site not in sites:
             to_site.append(release)
-        key = variant_key(variant["alphabets"], variant["marks"], variant["epsilon"])
-        seen.append({"word": release["word"], "key": key, "first": first})
+        seen.append(
+            {
+                "word": release["word"],
+                "alphabets": variant["alphabets"],
+                "marks": variant["marks"],
+                "epsilon": variant["epsilon"],
+                "first": first,
+            }
+        )
     return ledger_add(total_ledger, to_total), ledger_add(site_ledger, to_site), seen

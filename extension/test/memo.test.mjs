@@ -31,13 +31,13 @@ function memoCore({ hideFromCore = new Set() } = {}) {
       const stored = hideFromCore.has(word) ? undefined : (args.memo[word] || []).find((v) => `${v.alphabets}|${v.marks ? 1 : 0}|${v.epsilon}` === key);
       if (stored) {
         out.push(stored.sent);
-        if (!used.includes(word)) used.push(word), seen.push({ word, key, first: !(stored.sites || []).length, here: (stored.sites || []).includes(args.siteId) });
+        if (!used.includes(word)) used.push(word), seen.push({ word, alphabets: args.alphabets, marks: false, epsilon: args.epsilon, first: !(stored.sites || []).length, here: (stored.sites || []).includes(args.siteId) });
       } else if (forms[word]) {
         out.push(forms[word]);
       } else {
         forms[word] = `${word[0]}#${++draws}`;
         added.push({ word, variant: { alphabets: args.alphabets, marks: false, epsilon: args.epsilon, sent: forms[word], slots: { ascii: word.length } } });
-        seen.push({ word, key, first: true });
+        seen.push({ word, alphabets: args.alphabets, marks: false, epsilon: args.epsilon, first: true });
         out.push(forms[word]);
       }
     }

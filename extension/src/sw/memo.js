@@ -25,7 +25,8 @@ export function wordsOf(text) {
 }
 
 const keyOf = (word) => MEMO_PREFIX + word;
-const variantKey = (v) => `${v.alphabets}|${v.marks ? 1 : 0}|${v.epsilon}`;
+// One variant per (alphabets, Latin mark slot, ε); ε compared as a number (Python writes 5.0).
+const variantKey = (v) => `${v.alphabets}|${v.marks ? 1 : 0}|${Number(v.epsilon)}`;
 
 /** {word: [variant]} stored for `words`. */
 export async function loadVariants(ext, words) {
@@ -85,8 +86,8 @@ async function storeReleases(ext, memo, result, siteId) {
   for (const { word, variant } of result.memoAdded || []) {
     variantsOf(word).push({ ...variant, sites: siteId ? [siteId] : [], ts: now });
   }
-  for (const { word, key } of result.memoSeen || []) {
-    const variant = variantsOf(word).find((v) => variantKey(v) === key);
+  for (const seen of result.memoSeen || []) {
+    const variant = variantsOf(seen.word).find((v) => variantKey(v) === variantKey(seen));
     if (variant && siteId && !variant.sites.includes(siteId)) variant.sites.push(siteId);
   }
   const items = Object.fromEntries(Object.entries(changed).map(([word, variants]) => [keyOf(word), variants]));
