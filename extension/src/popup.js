@@ -139,6 +139,18 @@ async function renderComposeMode() {
     : "You are typing in the site's own box: Veil protects what is sent, but the page sees every key. Veil's panel keeps your draft from the page.";
 }
 
+/** RootGuard's ε for the values in the preview, both ways: per privacy unit with its unit, and over the domain. */
+function showRootguardBudget(replacements) {
+  const labels = new Map();
+  for (const r of replacements || []) for (const [name, g] of Object.entries(r.guarantees || {})) labels.set(name, `${name}: ${g.label} (${g.domain_label})`);
+  const drifted = [...new Set((replacements || []).filter((r) => r.drift).map((r) => r.name))];
+  $("rootguard-budget").hidden = labels.size === 0;
+  $("rootguard-budget").textContent = labels.size
+    ? `RootGuard's ε, per privacy unit and between the ends of each domain — ${[...labels.values()].join("; ")}.` +
+      (drifted.length ? ` Not your stored value, sent as a new noisy draw: ${drifted.join(", ")} (store it in Veil's options if it is your value now).` : "")
+    : "";
+}
+
 let previewRun = 0;
 
 async function preview() {
@@ -158,6 +170,7 @@ async function preview() {
     if (result.words) showForecast(text, result.words, "", !draft);
     else showForecast("", null, "Numbers mode: only your declared values are replaced; every other word is sent as typed.");
     $("preview").textContent = result.text;
+    showRootguardBudget(result.replacements);
   } catch (err) {
     if (run !== previewRun) return;
     showForecast("", null, `(no forecast: ${err.message})`);
