@@ -125,6 +125,11 @@ def test_the_preview_shows_the_draw_that_is_sent(browser: Browser) -> None:
 
 def test_the_options_page_shows_the_memo_and_a_logged_reset_redraws(browser: Browser) -> None:
     first = send(browser, "chatgpt.com")
+    popup = browser.popup("chatgpt.com")
+    words = str(len(set(PROMPT.split())))
+    popup.wait_for_selector(f"#lifetime[data-words='{words}']", timeout=30000)
+    assert "same draw" in popup.inner_text("#lifetime")
+    popup.close()
     options = browser.options()
     options.wait_for_selector("#memo-summary[data-state=ready]", timeout=30000)
     assert options.get_attribute("#memo-summary", "data-words") == str(len(set(PROMPT.split())))

@@ -37,6 +37,7 @@ export const Msg = Object.freeze({
   PAGE_CHECK: "page-check",
   MEMO_STATE: "memo-state",
   MEMO_RESET: "memo-reset",
+  LEDGER_STATE: "ledger-state",
   COMPOSE_SEND: "compose-send",
   COMPOSE_INSERT: "compose-insert",
   COMPOSE_REDEEM: "compose-redeem",
@@ -128,7 +129,11 @@ export const SCHEMA = Object.freeze({
   [Msg.PREVIEW]: {
     from: ["pages"],
     target: Target.BACKGROUND,
-    data: { siteId: "a site id (its ε, mode and header are used)", text: "the text to preview" },
+    data: {
+      siteId: "a site id (its ε, mode and header are used)",
+      text: "the text to preview",
+      "sample?": "true for Veil's sample text: drawn afresh, not kept in the word memo",
+    },
     reply: {
       text: "what would be sent",
       perturbed: "the perturbed part",
@@ -219,6 +224,15 @@ export const SCHEMA = Object.freeze({
     target: Target.BACKGROUND,
     data: { confirm: "must be true", "reason?": "why (kept in the log)" },
     reply: { forgotten: "words forgotten", events: "the reset log" },
+  },
+  [Msg.LEDGER_STATE]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: { siteId: "a site id" },
+    reply: {
+      total: "the lifetime ledger over all sites (py_core.memo.ledger_summary)",
+      site: "the same for this site",
+    },
   },
   [Msg.GET_DRAFT]: {
     from: ["pages", "background"],

@@ -1,6 +1,7 @@
 // The popup: the current site, on/off, ε, mode, what ε means, a preview.
 
 import { ext } from "./chrome-api.js";
+import { showLifetime } from "./popup-ledger.js";
 import { Msg, Target, message } from "./messages.js";
 import { renderForecast } from "./forecast.js";
 import { coreStatusText, debounce, el, percent, send } from "./page-api.js";
@@ -165,7 +166,8 @@ async function preview() {
   const draft = await draftText();
   const text = draft || SAMPLE;
   try {
-    const result = await send(Msg.PREVIEW, { siteId, text });
+    // The sample is not the person's words: its draw is not kept in the word memo.
+    const result = await send(Msg.PREVIEW, { siteId, text, sample: !draft });
     if (run !== previewRun) return;
     if (result.words) showForecast(text, result.words, "", !draft);
     else showForecast("", null, "Numbers mode: only your declared values are replaced; every other word is sent as typed.");
@@ -215,6 +217,7 @@ function render(state) {
   $("header-language").value = site.headerLanguage || "auto";
   explain(site.epsilon);
   preview();
+  showLifetime($("lifetime"), siteId);
   renderCheck(site);
   renderComposeMode();
 }

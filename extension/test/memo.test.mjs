@@ -149,3 +149,10 @@ test("draws only shown in previews are capped; sent draws are never dropped", as
   assert.ok(dump[MEMO_PREFIX + `w${UNSENT_LIMIT + 2}`]);
   assert.ok(dump[MEMO_PREFIX + "kept"]);
 });
+
+test("Veil's own sample text is previewed afresh and never kept in the memo", async () => {
+  const e = env();
+  const reply = await dispatch(e.ext, message(Msg.PREVIEW, Target.BACKGROUND, { siteId: "chatgpt", text: "Maria Keller", sample: true }), senders.page());
+  assert.ok(reply.ok);
+  assert.deepEqual(Object.keys(e.local.dump()).filter((k) => k.startsWith(MEMO_PREFIX)), []);
+});

@@ -12,7 +12,7 @@ import { refreshAllBadges, refreshBadge, savePageCheck } from "./badge.js";
 import { composeRedeem, composeSend, openPanel } from "./compose.js";
 import { callCore } from "./core-client.js";
 import { appendHistory, clearHistory, finishReceipt, readHistory, readIndexes } from "./history.js";
-import { memoView, resetMemo, withMemo } from "./memo.js";
+import { loadLedger, memoView, resetMemo, withMemo } from "./memo.js";
 import { pageSite, registerSite, siteIdFor, siteList, unregisterSite } from "./sites.js";
 import {
   ROOTGUARD_LOCK,
@@ -221,8 +221,12 @@ async function preview(ext, data) {
   const args = { text, epsilon: site.epsilon, mode: site.mode, header: effectiveHeader(settings, data.siteId), rootguard, alphabets: site.alphabets, headerLanguage: site.headerLanguage };
   // The draw shown is kept in the word memo (as shown, sent to no site): the
   // send of the same words sends exactly it, and previewing again cannot re-roll
-  // it. RootGuard's state it returns is dropped: a preview spends no budget.
-  const result = await withMemo(ext, text, (memo) => callCore(ext, Op.PREVIEW, { ...args, memo }, settings.coreTimeoutMs));
+  // it (Veil's own sample text is the exception). RootGuard's state it returns
+  // is dropped: a preview spends no budget.
+  const result =
+    data.sample === true
+      ? await callCore(ext, Op.PREVIEW, args, settings.coreTimeoutMs)
+      : await withMemo(ext, text, (memo) => callCore(ext, Op.PREVIEW, { ...args, memo }, settings.coreTimeoutMs));
   delete result.rootguardState;
   delete result.memoAdded;
   return result;
@@ -363,6 +367,15 @@ async function memoState(ext) {
   return { ...view, ledger: summary };
 }
 
+async function ledgerState(ext, data) {
+  const settings = await loadSettings(ext);
+  knownSite(settings, data.siteId);
+  const { total, sites } = await loadLedger(ext);
+  const siteLedger = sites[data.siteId] ?? null;
+  const summary = await callCore(ext, Op.LEDGER, { total, sites: { site: siteLedger } }, settings.coreTimeoutMs);
+  return { total: summary.total, site: summary.sites.site };
+}
+
 async function memoReset(ext, data) {
   if (data.confirm !== true) throw badRequest("a reset forgets every word's draw (the next send of each is a new release); it needs {confirm: true}");
   return resetMemo(ext, data.reason);
@@ -408,6 +421,7 @@ export const HANDLERS = Object.freeze({
   [Msg.PAGE_CHECK]: pageCheck,
   [Msg.MEMO_STATE]: memoState,
   [Msg.MEMO_RESET]: memoReset,
+  [Msg.LEDGER_STATE]: ledgerState,
   [Msg.COMPOSE_SEND]: (ext, data) => composeSend(ext, data, { protect }),
   [Msg.COMPOSE_REDEEM]: composeRedeem,
   [Msg.OPEN_PANEL]: openPanel,
