@@ -161,9 +161,21 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     from companion.mcp.guard import Guard
+    from py_core.rootguard import api
 
     out = Guard(_store(args)).list_values()
-    out["ledger"] = _store(args).require().state.get("ledger", [])
+    record = _store(args).require()
+    out["ledger"] = record.state.get("ledger", [])
+    # ε in words that cannot be misread: per privacy unit with its unit, and over the domain.
+    described = api.describe(record.profile)
+    out["epsilon_in_words"] = {
+        "total": described["total_label"],
+        "spent": api.spent(record.profile, record.state)["label"],
+        "roots": {
+            name: f"{info['label']}; {info['domain_label']}"
+            for name, info in described["roots"].items()
+        },
+    }
     json.dump(out, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
