@@ -28,7 +28,7 @@ function memoCore({ hideFromCore = new Set() } = {}) {
         out.push(word);
         continue;
       }
-      const stored = hideFromCore.has(word) ? undefined : (args.memo[word] || []).find((v) => `${v.alphabets}|${v.marks ? 1 : 0}|${v.epsilon}` === key);
+      const stored = hideFromCore.has(word) ? undefined : ((args.memo || {})[word] || []).find((v) => `${v.alphabets}|${v.marks ? 1 : 0}|${v.epsilon}` === key);
       if (stored) {
         out.push(stored.sent);
         if (!used.includes(word)) used.push(word), seen.push({ word, alphabets: args.alphabets, marks: false, epsilon: args.epsilon, first: !(stored.sites || []).length, here: (stored.sites || []).includes(args.siteId) });
