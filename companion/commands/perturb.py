@@ -5,7 +5,9 @@ text`` perturbs every character with k-RR; ``numbers`` replaces your declared
 values by RootGuard's noisy values; ``both`` does both.  RootGuard's state lives
 in the ``--state`` file: created on first use (each value with a true value
 sanitized once), read and written back on every run, so a value is drawn once
-and reused, never re-drawn silently.
+and reused, never re-drawn silently.  The word memo lives in the ``--memo`` file
+(:mod:`py_core.memo`): every word already sent is sent again as its stored draw,
+new ones are added, and the file's lifetime ledger counts each release once.
 """
 
 from __future__ import annotations
@@ -68,6 +70,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="RootGuard's state, JSON: read and written back; created if missing "
         "(modes numbers and both; keep it: a new one draws new noise and spends budget again)",
+    )
+    parser.add_argument(
+        "--memo",
+        metavar="FILE",
+        help="the word memo, JSON: a word already sent is sent as its stored draw, new words "
+        "are added; read and written back, created if missing (modes text and both)",
     )
     parser.add_argument("--seed", type=int, help="seed (needs --insecure-seed; experiments only)")
     parser.add_argument(
@@ -136,6 +144,7 @@ def _check_flags(args: argparse.Namespace) -> None:
             flag
             for flag, given in (
                 ("--epsilon", args.epsilon is not None),
+                ("--memo", args.memo is not None),
                 ("--header", args.header is not None),
                 ("--no-header", args.no_header),
                 ("--seed", args.seed is not None),
@@ -174,6 +183,24 @@ def _rootguard_setup(args: argparse.Namespace) -> tuple[Any, bool]:
     return RootGuardSetup(profile=profile, state=state, true_values=values), created
 
 
+MEMO_FORMAT = "veil.word_memo"
+
+
+def _read_memo(path: str) -> tuple[dict[str, Any], Any]:
+    """The memo file's ``(words, ledger)``; a new file starts empty."""
+    if not Path(path).exists():
+        return {}, None
+    data = _read_json(path, "the word memo")
+    if data.get("format") != MEMO_FORMAT or data.get("version") != 1:
+        raise InvalidParameterError(
+            f"{path!r} is not a Veil word memo (format {MEMO_FORMAT!r}, version 1)"
+        )
+    words = data.get("words")
+    if not isinstance(words, dict):
+        raise InvalidParameterError(f"the word memo {path!r} has no words object")
+    return words, data.get("ledger")
+
+
 def run(args: argparse.Namespace) -> int:
     from py_core.protect import SiteSettings, protect
     from py_core.sanitize import Receipt
@@ -192,7 +219,21 @@ def run(args: argparse.Namespace) -> int:
     settings = SiteSettings(mode=args.mode, header=header, rootguard=setup)
     if args.epsilon is not None:  # numbers mode runs no k-RR and needs none
         settings = dataclasses.replace(settings, epsilon=args.epsilon)
-    result = protect(text, settings, rng=rng, secure=rng is None, delta=args.delta)
+    memo = None
+    if args.memo is not None:
+        from py_core import memo as word_memo
+
+        words, ledger = _read_memo(args.memo)
+        memo = word_memo.WordMemo(words)
+    result = protect(text, settings, rng=rng, secure=rng is None, delta=args.delta, memo=memo)
+    if memo is not None:
+        # Saved before anything is printed: a draw that was shown is never re-drawn.
+        for release in memo.added:
+            words.setdefault(release["word"], []).append({**release["variant"], "sites": ["cli"]})
+        ledger = word_memo.ledger_add(ledger, memo.added)
+        _write_json(
+            args.memo, {"format": MEMO_FORMAT, "version": 1, "words": words, "ledger": ledger}
+        )
     if setup is not None and (created or result.state != setup.state):
         # Saved before anything is printed: a noisy value that was shown is never lost.
         _write_json(args.state, result.state)

@@ -295,3 +295,41 @@ def test_a_state_that_does_not_fit_is_refused_and_kept(
     assert code == 2 and out == "" and "nothing was re-drawn" in err
     assert err.strip().count("\n") == 0, err
     assert paths["state"].read_bytes() == saved
+
+
+def test_the_word_memo_file_sends_a_repeated_word_as_its_first_draw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--memo: created on first use, a repeated word is sent as before, the ledger counts once."""
+    memo = tmp_path / "memo.json"
+    argv = ["perturb", "-e", "4", "--no-header", "--memo", str(memo)]
+    code, first, _ = _run(argv, "Ada Lovelace", monkeypatch, capsys)
+    assert code == 0 and memo.exists()
+    outs = {_run(argv, "Lovelace Ada", monkeypatch, capsys)[1] for _ in range(10)}
+    assert outs == {" ".join(reversed(first.split(" ")))}
+    saved = json.loads(memo.read_text())
+    assert saved["format"] == "veil.word_memo" and set(saved["words"]) == {"Ada", "Lovelace"}
+    assert (saved["ledger"]["words"], saved["ledger"]["chars"]) == (2, 11)
+    # Not a memo: refused, the file is kept as it was.
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "other"}')
+    code, _, err = _run(["perturb", "-e", "4", "--memo", str(bad)], "x", monkeypatch, capsys)
+    assert code == 2 and "not a Veil word memo" in err
+    assert bad.read_text() == '{"format": "other"}'
+    code, _, err = _run(
+        [
+            "perturb",
+            "--mode",
+            "numbers",
+            "--values",
+            str(memo),
+            "--state",
+            str(tmp_path / "s"),
+            "--memo",
+            str(memo),
+        ],
+        "x",
+        monkeypatch,
+        capsys,
+    )
+    assert code == 2 and "--memo" in err
