@@ -81,6 +81,7 @@ async function protect(ext, data, sender, { failOpen = true } = {}) {
     const receipt = result.receipt;
     const notice = (receipt
       ? `Veil protected this prompt: ε = ${receipt.epsilon_per_char.toFixed(2)} per character, ${receipt.chars_perturbed} characters` +
+        (receipt.words_reused ? ` (${receipt.words_reused} word${receipt.words_reused === 1 ? "" : "s"} sent as before: nothing new revealed)` : "") +
         (result.replacements.length ? `, ${result.replacements.length} values from RootGuard's cache` : "")
       : `Veil replaced ${result.replacements.length} values with RootGuard's cached noisy values`) + rootguardNotice(result.replacements);
     timings.beforeHistory = performance.now() - started;
