@@ -4,6 +4,7 @@
 import { ext } from "./chrome-api.js";
 import { Msg } from "./messages.js";
 import { renderRootguard, wireRootguard } from "./options-rootguard.js";
+import { renderMemo, wireMemo } from "./options-memo.js";
 import { coreStatusText, el, send } from "./page-api.js";
 import { MODES, EPSILON_MAX, EPSILON_MIN, EPSILON_STEP } from "./settings.js";
 import { originMatchPattern, parseCustomOrigin } from "./sites.js";
@@ -137,7 +138,9 @@ async function load() {
   renderHeader();
   renderRootguard(state.rootguard);
   await renderHistory();
+  await renderMemo().catch(showError);
   document.body.dataset.ready = "true";
 }
 
+wireMemo(showError);
 load().catch(showError);
