@@ -34,7 +34,7 @@ def send(browser: Browser, text: str) -> str:
 
 
 def test_drifted_numbers_are_sent_replaced_and_offered_for_storing(browser: Browser) -> None:
-    """"weight 83.4 kg, I'm 53" with 82.4 and 52 stored: both replaced, drawn once, reused.
+    """ "weight 83.4 kg, I'm 53" with 82.4 and 52 stored: both replaced, drawn once, reused.
 
     The options page then offers "Store 83.4 as my weight": the draw already sent becomes
     the stored one and nothing is spent."""
@@ -158,3 +158,20 @@ def test_a_bad_domain_is_shown_beside_its_field(browser: Browser) -> None:
     assert "[50, 180]" in options.inner_text("[data-error-for='waist_cm:true']")
     assert "rootguard" not in browser.storage()
     options.close()
+
+
+def test_the_popup_preview_states_rootguards_epsilon_both_ways(browser: Browser) -> None:
+    """The popup's preview of a draft with a stored and a drifted value: both ε labels, and
+    the drifted value named as a new draw."""
+    from e2e.test_preview import popup_for_draft
+
+    save(browser, STORED)
+    set_mode(browser, "chatgpt.com", "numbers")
+    popup = popup_for_draft(browser, "weight 82.4 kg and I'm 53")
+    popup.wait_for_selector("#rootguard-budget:not([hidden])", timeout=30000)
+    text = popup.inner_text("#rootguard-budget")
+    described = api.describe(api.DEFAULT_PROFILE)["roots"]
+    for name in ("weight_kg", "age"):
+        assert f"{name}: {described[name]['label']} ({described[name]['domain_label']})" in text
+    assert "sent as a new noisy draw: age" in text
+    popup.close()
