@@ -358,6 +358,7 @@ def protect_text(
         cache.draw(truth, source, names=missing, event="draw")
     # Roots first, so a drifted derived value can use this prompt's drifted roots.
     answers: dict[int, float] = {}
+    drifted_at: set[int] = set()  # positions answered by a drifted draw (or from one)
     drifted_roots: dict[str, float] = {}
     drifts: list[dict[str, Any]] = []
     for position, mention in enumerate(mentions):
@@ -369,10 +370,14 @@ def protect_text(
         if stored is not None and cache.true_index(name, stored) == cache.true_index(
             name, mention.value
         ):
-            answers[position] = cache.value(name)  # the stored value at the grid's precision
+            # Written differently but the same grid value as the stored one: its draw.
+            if name not in cache.roots:
+                cache.draw(truth, source, names=[name], event="draw")
+            answers[position] = cache.value(name)
             continue
         drifted, drawn = cache.drift(name, mention.value, source)
         answers[position] = drifted
+        drifted_at.add(position)
         drifted_roots.setdefault(name, drifted)
         grid = prof.roots[name].grid
         drifts.append(
@@ -400,6 +405,7 @@ def protect_text(
                 "have no value yet: declare them (the number was not sent)"
             )
         answers[position] = prof.evaluate(mention.name, roots)
+        drifted_at.add(position)
         drifts.append(
             {
                 "name": mention.name,
@@ -428,11 +434,11 @@ def protect_text(
             "replacement": r.replacement,
             "start": r.start,
             "end": r.end,
-            "drift": mention.drift,
+            "drift": position in drifted_at,
             "guarantees": {n: _guarantee(cache, n) for n in sorted(prof.root_dependencies(r.name))},
         }
         # find_mentions returns the mentions sorted, replace_mentions keeps that order.
-        for mention, r in zip(sorted(mentions, key=lambda m: m.start), replacements, strict=True)
+        for position, r in enumerate(replacements)
     ]
     return {
         "text": new_text,

@@ -110,6 +110,19 @@ def test_a_drift_is_drawn_with_the_roots_mechanism() -> None:
         assert out["state"]["drifts"]["weight_kg"]["834"]["index"] == expected
 
 
+def test_a_number_on_the_stored_values_grid_point_takes_its_draw() -> None:
+    """82.36 is not 82.44 at the written precision, but both snap to 82.4: the stored draw
+    (drawn now if it was not yet), not a drift."""
+    truth = {"weight_kg": 82.44}
+    state = _state({"age": 52})  # weight not drawn yet
+    out = api.protect_text("weight 82.36 kg", PROFILE, truth, state)
+    assert "drifts" not in out["state"] and out["drifts"] == []
+    assert out["replacements"][0]["drift"] is False
+    assert [e["event"] for e in api.ledger(out["state"])] == ["init", "draw"]
+    noisy = api.noisy_values(PROFILE, out["state"])["weight_kg"]
+    assert out["text"] == f"weight {noisy:.2f} kg"
+
+
 def test_derived_drift_is_answered_from_the_noisy_roots() -> None:
     """A BMI that is not the stored one: f(noisy roots), the drifted weight where it drifted."""
     state = _state()
