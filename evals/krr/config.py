@@ -8,6 +8,7 @@ EPSILONS = (2.0, 3.0, 4.0, 5.0, 6.0, 8.0)
 SUMMARY_EPSILONS = (4.0, 6.0, 8.0)
 LLM_EPSILONS = (4.0, 6.0, 8.0)
 SUMMARY_PROMPT = "Summarize the following text in two sentences."
+REPEAT_SENDS = (1, 3, 9, 27)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,17 @@ class Config:
     metric_dp_vocabulary: int
     calibration_fraction: float
     smoke: bool
+    # The repeated-disclosure attack (evals/krr/repeat.py): the first repeat_documents
+    # documents, each sent max(repeat_sends) times at every repeat_epsilons, with and
+    # without the word memo; repeat_keep_trials letters simulate the voted channel's
+    # keep probability; repeat_word_trials runs of the single-word check ("Lovelace").
+    # Defaults (the full run's) so that a results.json written before them still loads.
+    repeat_documents: int = 150
+    repeat_epsilons: tuple[float, ...] = EPSILONS
+    repeat_sends: tuple[int, ...] = REPEAT_SENDS
+    repeat_alphabets: str = "scripts"
+    repeat_keep_trials: int = 20_000
+    repeat_word_trials: int = 1_000
 
 
 FULL = Config(
@@ -54,4 +66,8 @@ SMOKE = Config(
     metric_dp_vocabulary=2_000,
     calibration_fraction=2 / 3,
     smoke=True,
+    repeat_documents=6,
+    repeat_epsilons=(5.0,),
+    repeat_keep_trials=5_000,
+    repeat_word_trials=100,
 )

@@ -16,6 +16,7 @@ from evals.krr.calibrate import WordOutcome, check, fit
 from evals.krr.config import EPSILONS, LLM_EPSILONS, SUMMARY_EPSILONS, SUMMARY_PROMPT, Config
 from evals.krr.corpus import Word, generate_corpus, words_of
 from evals.krr.metrics import rate_with_ci, restored_flags
+from evals.krr.repeat import repeat_section
 from py_core.krr import implementation, perturb
 from py_core.wordfreq import zipf_frequency
 
@@ -35,6 +36,7 @@ class Results:
     calibration_check: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     examples: list[dict[str, str]] = field(default_factory=list)
+    repeat: dict[str, Any] = field(default_factory=dict)  # evals.krr.repeat.run_repeat
     notes: list[str] = field(default_factory=list)
     models: dict[str, Any] = field(default_factory=dict)  # role -> evals.common.model_identity
     environment: dict[str, Any] = field(default_factory=dict)  # evals.common.environment()
@@ -44,8 +46,9 @@ class Results:
         """Rebuild from results.json (to re-render a report without re-running)."""
         values = dict(data)
         cfg = dict(values.pop("config"))
-        for key in ("epsilons", "metric_dp_epsilons"):
-            cfg[key] = tuple(cfg[key])
+        for key in ("epsilons", "metric_dp_epsilons", "repeat_epsilons", "repeat_sends"):
+            if key in cfg:
+                cfg[key] = tuple(cfg[key])
         values["notes"] = []  # notes are recomputed from the numbers
         return cls(config=Config(**cfg), **values)
 
@@ -250,6 +253,10 @@ def run_evaluation(config: Config, out: Path, *, write_calibration: Path | None 
             ][1],
         }
     )
+
+    # 2b. repeated disclosure: q sends of each prompt, a vote per character ------
+    results.repeat = repeat_section(config, docs, doc_words, doc_zipfs, bigram)
+    results.timings["repeat_s"] = results.repeat.get("seconds", 0.0)
 
     # 3. preview calibration (fit on the first part of the corpus, check on the rest)
     n_cal = max(1, int(len(docs) * config.calibration_fraction))
