@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import Any
 from urllib.parse import quote
 
@@ -35,10 +36,21 @@ from e2e.test_protect import assert_perturbed_shape, squash
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]
 
+HOSTS = [
+    "chatgpt.com",  # ProseMirror, a send button
+    "gemini.google.com",  # Quill
+    "www.perplexity.ai",  # Lexical
+    "chat.deepseek.com",  # a textarea in a form
+    "copilot.microsoft.com",  # a plain contenteditable
+]
+
 PROMPT = "Patient Xylofant Quendabury was admitted on Tuesday; invoice KX-40917 is unpaid."
-# Words of the original that must never reach the page (at the default ε a word
-# of 7+ letters arrives intact with probability below 1e-6).
+# Words of the original that must never reach the page. The tests send at
+# ε = 1 per character (p = 0.028 that a character is kept): a word of 7 or more
+# characters arrives intact with probability below 1e-10. (At the default ε 5,
+# p = 0.61, a 7-letter word survives 3% of the time.)
 SECRET_WORDS = ["Xylofant", "Quendabury", "admitted", "Tuesday", "KX-40917", "invoice"]
+EPSILON = 1.0
 
 # The site's own listeners: everything the page could read while the person writes.
 SPY = """
@@ -70,7 +82,8 @@ SPY = """
 def open_spied_site(browser: Browser, host: str) -> Page:
     page = browser.ctx.new_page()
     page.add_init_script(SPY)
-    page.goto(SITE_URL[host])
+    # A URL of its own, so its tab is found even if another test left a tab of the host open.
+    page.goto(f"{SITE_URL[host]}?tab-of={uuid.uuid4().hex}")
     page.wait_for_selector(EDITOR_SELECTOR[FIXTURE_FOR_HOST[host]])
     page.wait_for_function("() => window.__fixture !== undefined")
     page.wait_for_load_state("load")
@@ -80,12 +93,23 @@ def open_spied_site(browser: Browser, host: str) -> Page:
     return page
 
 
-def tab_id(browser: Browser, host: str) -> int:
-    return int(
-        browser.evaluate(
-            "async (host) => (await chrome.tabs.query({url: `https://${host}/*`}))[0].id", host
-        )
+def set_site(browser: Browser, host: str, patch: dict[str, Any]) -> None:
+    reply = browser.evaluate(
+        """([siteId, patch]) => chrome.runtime.sendMessage({type: 'set-site', target: 'background',
+             data: {siteId, patch}})""",
+        [SITE_ID[host], patch],
     )
+    assert reply["ok"], reply
+
+
+def tab_id(browser: Browser, page: Page) -> int:
+    """The tab id of ``page`` (opened by open_spied_site, at a URL of its own)."""
+    found = browser.evaluate(
+        "async (url) => (await chrome.tabs.query({})).filter(t => t.url === url).map(t => t.id)",
+        page.url,
+    )
+    assert len(found) == 1, (page.url, found)
+    return int(found[0])
 
 
 def open_panel(browser: Browser, tab: int, state: str = "ready") -> Page:
@@ -120,7 +144,8 @@ def assert_page_saw_nothing_of(page: Page, original: str, sent: str | None) -> l
         # Keys: only the synthetic Enter of a site that sends on Enter.
         if value == "Enter":
             continue
-        assert squash(value) in squash(sent), (value, sent)
+        # (A rich editor's textContent runs its paragraphs together: compare without whitespace.)
+        assert "".join(value.split()) in "".join(sent.split()), (value, sent)
     typed = [
         e for e in seen if e["type"] in ("keydown", "keyup", "keypress") and e["key"] != "Enter"
     ]
@@ -128,11 +153,12 @@ def assert_page_saw_nothing_of(page: Page, original: str, sent: str | None) -> l
     return seen
 
 
-@pytest.mark.parametrize("host", ["chatgpt.com", "chat.deepseek.com"])
+@pytest.mark.parametrize("host", HOSTS)
 def test_panel_send_gives_the_page_only_the_protected_text(browser: Browser, host: str) -> None:
     """Typed in the panel, sent through the site: the page sees and sends only the protected text."""
+    set_site(browser, host, {"epsilon": EPSILON})
     site = open_spied_site(browser, host)
-    tab = tab_id(browser, host)
+    tab = tab_id(browser, site)
     # Before the panel is open the popup says the person types in the site's box.
     popup = browser.ctx.new_page()
     popup.goto(browser.url(f"popup.html?url={SITE_URL[host]}&tab={tab}"))
@@ -166,6 +192,7 @@ def test_panel_send_gives_the_page_only_the_protected_text(browser: Browser, hos
     sent = records[0].text
     assert_perturbed_shape(sent, PROMPT)
     assert squash(panel.inner_text("#sent")) == squash(sent)  # the receipt shows what left
+    assert squash(shown) == squash(sent)  # the preview's draw is what was sent (the word memo)
     assert "per character" in panel.inner_text("#receipt")
     for word in SECRET_WORDS:
         assert word not in sent
@@ -186,11 +213,8 @@ def test_panel_writes_nothing_when_the_site_is_not_protected(browser: Browser) -
     """Protection off: the panel says so, its send is refused, the page receives nothing."""
     host = "chatgpt.com"
     site = open_spied_site(browser, host)
-    tab = tab_id(browser, host)
-    browser.evaluate(
-        """() => chrome.runtime.sendMessage({type: 'set-site', target: 'background',
-             data: {siteId: 'chatgpt', patch: {enabled: false}}})"""
-    )
+    tab = tab_id(browser, site)
+    set_site(browser, host, {"enabled": False})
     panel = open_panel(browser, tab, state="refused")
     assert "off for this site" in panel.inner_text("#panel-state")
     panel.fill("#compose", PROMPT)
@@ -213,9 +237,9 @@ def test_panel_writes_nothing_when_the_site_is_not_protected(browser: Browser) -
 def test_panel_refuses_a_box_the_person_typed_into(browser: Browser) -> None:
     """Text typed straight into the site's box is not overwritten; it stays protected at send time."""
     host = "chatgpt.com"
-    site = browser.open_site(host)
+    site = open_spied_site(browser, host)
     type_prompt(site, host, "typed in the site itself")
-    panel = open_panel(browser, tab_id(browser, host))
+    panel = open_panel(browser, tab_id(browser, site))
     panel.fill("#compose", PROMPT)
     panel.click("#send")
     panel.wait_for_selector("body[data-sent]", timeout=30000)
@@ -286,8 +310,9 @@ def side_panel_targets(page: Page) -> list[dict[str, Any]]:
 def test_popup_button_opens_chromes_side_panel_and_it_sends_protected(browser: Browser) -> None:
     """The popup's button opens the real chrome.sidePanel on the tab; a prompt written there is sent protected."""
     host = "chatgpt.com"
+    set_site(browser, host, {"epsilon": EPSILON})
     site = open_spied_site(browser, host)
-    tab = tab_id(browser, host)
+    tab = tab_id(browser, site)
     popup = browser.ctx.new_page()
     popup.goto(browser.url(f"popup.html?url={quote(SITE_URL[host], safe='')}&tab={tab}"))
     popup.wait_for_selector("body[data-ready=true]", timeout=30000)
@@ -320,11 +345,11 @@ def test_popup_button_opens_chromes_side_panel_and_it_sends_protected(browser: B
 def test_notice_button_opens_the_panel(browser: Browser) -> None:
     """The notice's button: Chrome refuses sidePanel.open without a gesture, so the panel opens in a window."""
     host = "chatgpt.com"
-    site = browser.open_site(host)
+    site = open_spied_site(browser, host)
     type_prompt(site, host, "a first prompt typed in the site")
     site.keyboard.press("Enter")
     wait_notice(site, {"protected"})
-    tab = tab_id(browser, host)
+    tab = tab_id(browser, site)
     with browser.ctx.expect_page(timeout=10000) as opened:
         site.locator("veil-notice").locator("button.panel").click()
     panel = opened.value
