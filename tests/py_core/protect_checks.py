@@ -52,3 +52,18 @@ def check_numbers_and_both_modes() -> None:
         pass
     else:
         raise AssertionError("both mode without RootGuard was not refused")
+
+
+def check_the_word_memo_sends_a_repeated_word_as_its_first_draw() -> None:
+    from py_core import memo
+
+    settings = protect.SiteSettings(epsilon=3, header="")
+    first = memo.WordMemo()
+    sent = protect.protect("Ada Lovelace", settings, memo=first).perturbed
+    store: dict = {}
+    for release in first.added:
+        store.setdefault(release["word"], []).append(release["variant"])
+    again = protect.protect("Lovelace Ada", settings, memo=memo.WordMemo(store)).perturbed
+    assert again.split(" ") == sent.split(" ")[::-1]
+    figures = memo.ledger_summary(memo.ledger_add(None, first.added))
+    assert figures["words"] == 2 and 0 < figures["epsilon_composed"] <= figures["epsilon_basic"]
