@@ -1,13 +1,14 @@
 // The side panel's send (src/sw/compose.js): the one-time token for the exact
 // protected text, and compose-send end to end against a fake content script.
 import assert from "node:assert/strict";
+import fs from "node:fs";
 import { test } from "node:test";
 
 import { Op } from "../src/core-ops.js";
 import { ErrorCode } from "../src/errors.js";
 import { Msg, Target, message } from "../src/messages.js";
 import { historyKey } from "../src/settings.js";
-import { TOKEN_KEY, TOKEN_TTL_MS, issueToken, newToken, redeemToken } from "../src/sw/compose.js";
+import { COMPOSE_COMMAND, TOKEN_KEY, TOKEN_TTL_MS, issueToken, newToken, redeemToken } from "../src/sw/compose.js";
 import { dispatch } from "../src/sw/handlers.js";
 import { fakeCore, fakeExt, senders } from "./fake-ext.mjs";
 
@@ -206,4 +207,14 @@ test("open-panel opens Veil's panel on the sender's tab, or the same page in a w
   assert.deepEqual(windows, [`sidepanel.html?tab=${TAB}`]);
   const fromPage = await dispatch(e.ext, message(Msg.OPEN_PANEL, Target.BACKGROUND, {}), senders.page());
   assert.equal(fromPage.error.code, ErrorCode.FORBIDDEN);
+});
+
+test("the manifest declares the side panel, its permission and the shortcut the worker listens for", () => {
+  const manifest = JSON.parse(fs.readFileSync(new URL("../static/manifest.json", import.meta.url), "utf8"));
+  assert.ok(manifest.permissions.includes("sidePanel"));
+  assert.equal(manifest.side_panel.default_path, "sidepanel.html");
+  assert.ok(fs.existsSync(new URL("../static/sidepanel.html", import.meta.url)));
+  assert.equal(manifest.commands[COMPOSE_COMMAND].suggested_key.default, "Alt+Shift+V");
+  const sw = fs.readFileSync(new URL("../src/sw.js", import.meta.url), "utf8");
+  assert.match(sw, /onCommand\(\(command, tab\) => \{\s*if \(command === COMPOSE_COMMAND/);
 });
