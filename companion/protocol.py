@@ -77,6 +77,16 @@ class ChatCompletionRequest(BaseModel):
         "Settings.followup_query)",
     )
     retrieval_top_k: int | None = Field(None, ge=1, le=20)
+    retrieval_mode: Literal["vector", "bm25", "hybrid"] | None = Field(
+        None, description="vector, bm25 or hybrid (default: the companion's retrieval_mode)"
+    )
+    retrieval_min_score: float | None = Field(
+        None,
+        ge=-1.0,
+        le=1.0,
+        description="relevance threshold on the cosine score: chunks under it are not "
+        "retrieved (default: the companion's retrieval_min_score)",
+    )
     defense: str = Field(DEFAULT_DEFENSE, description="one of " + ", ".join(DEFENSES))
     defense_params: dict[str, Any] = Field(default_factory=dict)
 
@@ -125,6 +135,11 @@ class Citation(BaseModel):
     end: int
     score: float
     text: str
+    # Where the chunk came from (companion/rag/ingest.py): the 1-based page of a PDF and
+    # the heading path ("Title > Section") of a .md, .html or .docx file; None where the
+    # format has none or the chunk was stored before pages were recorded (re-ingest it).
+    page: int | None = None
+    heading: str | None = None
     # What of the chunk entered the prompt under the context token budget
     # (settings.context_token_budget; the receipt's "context" gives the totals).
     included: Literal["whole", "partial", "cut"] = "whole"
@@ -211,6 +226,15 @@ class SearchRequest(BaseModel):
     query: str = Field(..., min_length=1, max_length=10_000)
     collection: str = "default"
     top_k: int = Field(4, ge=1, le=50)
+    retrieval_mode: Literal["vector", "bm25", "hybrid"] | None = Field(
+        None, description="vector, bm25 or hybrid (default: the companion's retrieval_mode)"
+    )
+    retrieval_min_score: float | None = Field(
+        None,
+        ge=-1.0,
+        le=1.0,
+        description="relevance threshold on the cosine score (default: the companion's)",
+    )
 
 
 class SearchResponse(BaseModel):

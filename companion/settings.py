@@ -70,6 +70,27 @@ class Settings(BaseSettings):
     max_tokens_limit: int = Field(default=1024, ge=1)
     default_max_tokens: int = Field(default=256, ge=1)
     retrieval_top_k: int = Field(default=3, ge=1, le=20)
+    # Retrieval (companion/rag/retrieval.py); the defaults are chosen by `veil eval rag`
+    # (docs/rag/report.md); a request's retrieval_mode / retrieval_min_score override them.
+    retrieval_mode: Literal["vector", "bm25", "hybrid"] = Field(
+        default="hybrid",
+        description="vector (embeddings), bm25 (SQLite FTS5 words) or hybrid (both, fused)",
+    )
+    retrieval_fusion: Literal["rrf", "weighted"] = Field(
+        default="weighted",
+        description="how hybrid fuses the rankings: reciprocal-rank fusion or a weighted sum "
+        "of min-max-normalised scores (retrieval_weight is the vector share)",
+    )
+    retrieval_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    retrieval_rrf_k: int = Field(default=60, ge=0)
+    retrieval_candidates: int = Field(default=50, ge=1, le=1000)
+    retrieval_min_score: float | None = Field(
+        default=0.25,
+        ge=-1.0,
+        le=1.0,
+        description="relevance threshold: a chunk whose cosine score is under it is never "
+        "retrieved, so a question about nothing in the documents gets no context (none: off)",
+    )
     default_collection: str | None = Field(
         default="default",
         description="the collection a chat request without 'collection' answers from (the "

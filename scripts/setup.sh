@@ -20,6 +20,11 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "== installing Node.js and npm (Debian)"
   apt_install nodejs npm
 fi
+if ! command -v tesseract >/dev/null; then
+  # OCR of scanned PDFs (companion/rag/ingest.py reads them through pytesseract).
+  echo "== installing Tesseract OCR (Debian)"
+  apt_install tesseract-ocr
+fi
 if [ "$with_browser" = 1 ] && ! command -v chromium >/dev/null; then
   echo "== installing Chromium (Debian) for the end-to-end tests"
   apt_install chromium chromium-driver

@@ -164,6 +164,7 @@ class _Prepared:
         """Retrieve the context and charge its documents' lifetime budgets, before generation."""
         from companion.conversations.query import retrieval_query
         from companion.rag.budget import DocumentBudget
+        from companion.rag.retrieval import request_options
 
         if not self.collection:
             return
@@ -176,6 +177,7 @@ class _Prepared:
             max_tokens=self.max_tokens,
             is_guest=is_guest,
             answer_id=self.id,
+            options=request_options(settings, self.body),
         )
         self.hits = admission.hits
         self.context_texts = [h.text for h in self.hits]

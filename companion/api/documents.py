@@ -8,7 +8,7 @@ from fastapi import APIRouter, File, Form, Path, UploadFile
 from fastapi.concurrency import run_in_threadpool
 
 from companion.api.chat import citations_for
-from companion.api.deps import RagDep
+from companion.api.deps import RagDep, SettingsDep
 from companion.errors import APIError, ErrorCode
 from companion.protocol import (
     CollectionOut,
@@ -43,7 +43,7 @@ def _doc(info: Any) -> DocumentOut:
 @router.post("/v1/documents", response_model=UploadResponse, summary="Upload and ingest files")
 async def upload_documents(
     rag: RagDep,
-    files: Annotated[list[UploadFile], File(description=".txt .md .html .eml .pdf")],
+    files: Annotated[list[UploadFile], File(description=".txt .md .html .eml .pdf .docx")],
     collection: Annotated[str, Form()] = "default",
 ) -> UploadResponse:
     validate_collection_name(collection)
@@ -94,6 +94,11 @@ def delete_collection(rag: RagDep, name: str) -> dict[str, Any]:
 
 
 @router.post("/v1/search", response_model=SearchResponse, summary="Top-k chunks for a query")
-def search(rag: RagDep, body: SearchRequest) -> SearchResponse:
-    hits = rag.search(body.query, body.collection, body.top_k)
+def search(rag: RagDep, settings: SettingsDep, body: SearchRequest) -> SearchResponse:
+    """The ``top_k`` best chunks by ``retrieval_mode`` (vector, bm25 or hybrid; default the
+    companion's ``retrieval_mode``), none under ``retrieval_min_score`` (the cosine
+    relevance threshold).  Each hit carries its ``page`` and ``heading`` where known."""
+    from companion.rag.retrieval import request_options
+
+    hits = rag.search(body.query, body.collection, body.top_k, request_options(settings, body))
     return SearchResponse(hits=citations_for(hits))

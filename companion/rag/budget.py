@@ -80,6 +80,9 @@ class Admission:
     charged: list[DocumentCharge] = field(default_factory=list)
     excluded: list[dict[str, Any]] = field(default_factory=list)
     exhausted_in_context: list[dict[str, Any]] = field(default_factory=list)
+    # How the context was retrieved: mode, relevance threshold, chunks found; with a
+    # "nothing" sentence when no chunk reached the threshold (the page shows it).
+    retrieval: dict[str, Any] | None = None
 
     @property
     def charge_fraction(self) -> float | None:
@@ -141,6 +144,8 @@ class Admission:
             "answer_epsilon": self.answer_epsilon,
             "order": self.filter["order"],
         }
+        if self.retrieval is not None:
+            common["retrieval"] = self.retrieval
         if is_guest:  # which documents were retrieved, or are spent, is not a guest's to see
             return {**common, "note": self.note(is_guest=True)}
         return {
@@ -302,6 +307,44 @@ class DocumentBudget:
         ``options`` only orders them (and its threshold can only narrow them).
         """
         options = options or rag.retrieval
+        admission = self._admit(
+            rag,
+            query,
+            collection,
+            k,
+            options,
+            defense=defense,
+            max_tokens=max_tokens,
+            is_guest=is_guest,
+            answer_id=answer_id,
+        )
+        admission.retrieval = {
+            "mode": options.mode,
+            "min_score": options.min_score,
+            "found": len(admission.hits),
+        }
+        if not admission.hits:
+            admission.retrieval["note"] = (
+                "No passage of the collection reached the relevance threshold; the answer "
+                "has no context from the documents."
+                if options.min_score is not None
+                else "No passage of the collection was retrieved."
+            )
+        return admission
+
+    def _admit(
+        self,
+        rag: RagService,
+        query: str,
+        collection: str,
+        k: int,
+        options: RetrievalOptions,
+        *,
+        defense: Any,
+        max_tokens: int,
+        is_guest: bool,
+        answer_id: str,
+    ) -> Admission:
         charge = planned_charge(defense, max_tokens, self.filter)
         admission = Admission(
             hits=[], defense=defense.name, formal=charge is not None, filter=self._params()

@@ -214,12 +214,18 @@ def chunk_document(
         i = 0
         while i < len(units):
             j, used = i, 0
-            while j < len(units) and (
-                j == i
-                or (
-                    used + units[j][2] <= max_tokens
-                    and (
-                        max_bytes is None or _utf8_len(text[units[i][0] : units[j][1]]) <= max_bytes
+            while (
+                j < len(units)
+                and (
+                    j == i
+                    or (
+                        used + units[j][2] <= max_tokens
+                        and (
+                            max_bytes is None
+                            or _utf8_len(text[units[i][0] : units[j][1]]) <= max_bytes
+                        )
+                        # the pieces of the joined text, not the sum of the sentences' pieces
+                        and count(text[units[i][0] : units[j][1]]) <= max_tokens
                     )
                 )
             ):

@@ -56,7 +56,7 @@ class RetrievalOptions:
 
     mode: Mode = "hybrid"
     min_score: float | None = None  # cosine threshold; None: no threshold
-    fusion: Fusion = "rrf"
+    fusion: Fusion = "weighted"
     rrf_k: int = 60
     weight: float = 0.5  # the vector ranking's share in the weighted fusion
     candidates: int = 50  # of each ranking, before fusion
@@ -85,6 +85,7 @@ class RetrievalOptions:
             mode=settings.retrieval_mode,
             min_score=settings.retrieval_min_score,
             fusion=settings.retrieval_fusion,
+            weight=settings.retrieval_weight,
             rrf_k=settings.retrieval_rrf_k,
             candidates=settings.retrieval_candidates,
         )
@@ -100,10 +101,28 @@ class RetrievalOptions:
 
 
 def request_options(settings: Any, body: Any) -> RetrievalOptions:
-    """The options of a request with ``retrieval_mode`` / ``min_score`` fields (or none)."""
+    """The settings' options with a request's ``retrieval_mode`` / ``retrieval_min_score``."""
     return RetrievalOptions.from_settings(settings).override(
-        getattr(body, "retrieval_mode", None), getattr(body, "min_score", None)
+        getattr(body, "retrieval_mode", None), getattr(body, "retrieval_min_score", None)
     )
+
+
+def identifier_query(text: str, tokenizer: str = "unicode61") -> str:
+    """The FTS5 query of the question's identifier-like words only (an e-mail address, a
+    record number, a phone number, a hyphenated name: several tokens, or digits), or ''."""
+    terms = []
+    for m in _WORD.finditer(text):
+        word = m.group().strip(".-_/\\|~=+&#%$").lower()
+        tokens = _TOKEN.findall(word)
+        if len(tokens) > 1 or any(c.isdigit() for c in word):
+            digits = sum(c.isdigit() for c in word)
+            if len(tokens) == 1 and digits < 3:  # a year-like number or "2nd" is no id
+                continue
+            phrase = word if tokenizer == "trigram" else " ".join(tokens)
+            if tokenizer == "trigram" and len(word) < 3:
+                continue
+            terms.append('"' + phrase.replace('"', '""') + '"')
+    return " OR ".join(dict.fromkeys(terms))
 
 
 def fts_query(text: str, tokenizer: str = "unicode61") -> str:
@@ -178,11 +197,21 @@ def retrieve(
             ranked = [p for p in ranked if p[0] in within][:n]
         vector = _ranks(ranked)
     if opts.mode in ("bm25", "hybrid"):
-        match = fts_query(query_text, store.fts_tokenizer)
-        ranked = store.lexical_ranking(collection, match, n if within is None else max(n, 1000))
+        depth = n if within is None else max(n, 1000)
+        # Chunks that contain one of the question's identifiers rank first (by BM25), then
+        # the rest of the full query's matches: a common word the question also uses
+        # (BM25 adds the words' scores) never outranks the chunk with the e-mail address.
+        ident = identifier_query(query_text, store.fts_tokenizer)
+        first = store.lexical_ranking(collection, ident, depth) if ident else []
+        top = max((sc for _c, sc in first), default=0.0)
+        rest = store.lexical_ranking(collection, fts_query(query_text, store.fts_tokenizer), depth)
+        have = {c for c, _s in first}
+        ranked = [(c, sc + top + 1.0) for c, sc in first] + [
+            (c, sc) for c, sc in rest if c not in have
+        ]
         if within is not None:
-            ranked = [p for p in ranked if p[0] in within][:n]
-        lexical = _ranks(ranked)
+            ranked = [p for p in ranked if p[0] in within]
+        lexical = _ranks(ranked[:n])
     fused: dict[int, float] = {}
     if opts.mode == "vector":
         fused = {cid: s for cid, (_r, s) in vector.items()}
