@@ -152,7 +152,7 @@ _AGE_AFTER = re.compile(
 _FILLER = re.compile(
     r"^(?:\s|:|=|\bis\b|\bwas\b|\bwere\b|\bof\b|\bare\b|\bnow\b|\babout\b|\baround\b|\bcurrently\b|"
     r"\btoday\b|\bmeasured\b|\bat\b|\bjust\b|\bvalue\b|\blevel\b|\blevels\b|\breading\b|"
-    r"\bfasting\b|\bapprox\.?|~|\(|,)*$",
+    r"\bfasting\b|\bapprox\.?|~|\(|\)|,)*$",
     re.IGNORECASE,
 )
 
@@ -286,6 +286,10 @@ _NOT_AN_AGE = re.compile(
     r"pounds?\s+(?:short|over)|x\b|st\b|nd\b|rd\b|th\b)",
     re.IGNORECASE,
 )
+
+
+# Quantities whose unit alone says "this is one of the person's body measures".
+_BODY_QUANTITIES = frozenset({"age", "mass", "length", "pressure"})
 
 
 class _Ranges:
@@ -552,6 +556,14 @@ def find_mentions(
             continue
         if unit is None and not (near - ages) and _NOT_AN_AGE.match(text[end:]):
             continue  # "I'm 30 minutes late": a duration after an age phrase
+        if unit is not None and not near:
+            # A unit alone marks a drift only for a body measure: lab units are shared
+            # with analytes the profile does not declare ("Urea 3.8 mmol/L", "ALP 62
+            # U/L", "TSH 2.45 mIU/L"), and "in" is mostly the preposition ("Postfach 71
+            # in Albligen"); those need an alias of the value before them.
+            if unit == "in":
+                continue
+            candidates = {n for n in candidates if profile.spec(n).quantity in _BODY_QUANTITIES}
         hit = _drifting(profile, truth, ranges, candidates, written, unit_for_match)
         if hit:
             spec_unit = unit_for_match or profile.spec(hit[0]).unit

@@ -162,6 +162,8 @@ def test_a_root_without_a_stored_value_is_drawn_for_what_was_written() -> None:
         ("aged 53", "age"),
         ("glucose 6.1 mmol/L", "glucose"),  # another unit of the quantity
         ("1.72 m tall", "height_cm"),
+        ("Alanine Aminotransferase (ALT) was 29 U/L", "alt"),  # an alias in parentheses
+        ("back to 90 kg after the holidays", "weight_kg"),  # a body measure's unit alone is enough
     ],
 )
 def test_every_recognised_form_drifts(text: str, name: str) -> None:
@@ -206,6 +208,13 @@ def test_the_lifetime_cap_refuses_a_drift_and_changes_nothing() -> None:
         "I lost 5 kg",  # outside the weight's public domain: not a weight
         "the map 2 shows it",  # outside MAP's range: not a pressure
         "a 52m sprint",
+        # Lab units are shared with analytes the profile does not declare, and "in" is
+        # mostly a preposition: seen in evals.krr's clinical notes and e-mails.
+        "Urea was 3.8 mmol/L",
+        "Alkaline Phosphatase was 62 U/L",
+        "Thyroid Stimulating Hormone (TSH) was 2.45 mIU/L",
+        "Total Bilirubin was 21 µmol/L",
+        "I will be staying at Postfach 71 in Albligen",
     ],
 )
 def test_other_numbers_are_untouched(text: str) -> None:
