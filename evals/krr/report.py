@@ -627,8 +627,7 @@ def _repeat_plot(results: Results, out: Path) -> str:
         axes[k // ncols][k % ncols].axis("off")
     axes[0][0].legend(fontsize=7, loc="best")
     fig.suptitle(
-        f"Repeated disclosure: vote per character over q sends, then the restorer "
-        f"(±2 SE, {rep['documents']} documents)",
+        f"q sends, vote per character, restorer (±2 SE, {rep['documents']} documents)",
         fontsize=10,
     )
     return common.save_figure(fig, out, "repeat.png")
