@@ -89,11 +89,13 @@ async function preview() {
   if (!site || !site.enabled) {
     renderForecast(FORECAST, "", null, "Nothing to forecast: this site is not protected.", "");
     $("preview").textContent = "";
+    $("preview").hidden = true;
     return;
   }
   if (!text.trim()) {
     renderForecast(FORECAST, "", null, "Write your prompt above to see which words a model could read back.", "");
     $("preview").textContent = "";
+    $("preview").hidden = true;
     return;
   }
   try {
@@ -102,6 +104,7 @@ async function preview() {
     if (result.words) renderForecast(FORECAST, text, result.words, "", "Your prompt");
     else renderForecast(FORECAST, "", null, "Numbers mode: only your declared values are replaced; every other word is sent as written.", "");
     $("preview").textContent = result.text;
+    $("preview").hidden = false;
     document.body.dataset.previewed = String(run);
   } catch (err) {
     if (run !== previewRun) return;
@@ -123,6 +126,10 @@ function showReceipt(result) {
           (r.epsilon_total_composed === null || r.epsilon_total_composed === undefined
             ? "; the tight composed bound is added to Veil's history"
             : `, ${r.epsilon_total_composed.toFixed(1)} composed (δ ${r.delta})`),
+        // The word memo (py_core.memo): a word already released goes out as its earlier draw.
+        ...(Number.isInteger(r.words_reused) && Number.isInteger(r.words_fresh)
+          ? [`${r.words_fresh} words drawn now, ${r.words_reused} as drawn before (for the preview or an earlier send): the same form each time`]
+          : []),
       ]
     : ["Numbers mode: RootGuard's cached noisy values replaced your declared values (no k-RR receipt)"];
   $("receipt").replaceChildren(...lines.map((line) => el("li", {}, line)));
