@@ -156,6 +156,16 @@ def test_a_bad_domain_is_shown_beside_its_field(browser: Browser) -> None:
     options.click("#rg-save")
     options.wait_for_selector("[data-error-for='waist_cm:true']:not([hidden])")
     assert "[50, 180]" in options.inner_text("[data-error-for='waist_cm:true']")
+    # A problem only the core finds (a unit of another quantity) goes beside its field too.
+    options.fill("input[data-root=age][data-field=lo]", "18")
+    options.fill("input[data-root=age][data-field=hi]", "100")
+    options.fill("input[data-true=waist_cm]", "")
+    options.fill("input[data-root=weight_kg][data-field=unit]", "kgs")
+    options.click("#rg-save")
+    slot = "[data-error-for='weight_kg:unit']"
+    options.wait_for_selector(f"{slot}:not([hidden])", timeout=20000)
+    assert "'kgs' is not a unit of 'mass'; use one of ['kg', 'lb']" in options.inner_text(slot)
+    assert options.is_hidden("[data-error-for='age:lo']")
     assert "rootguard" not in browser.storage()
     options.close()
 

@@ -60,8 +60,12 @@ function problemsOf(message, names) {
   const out = [];
   for (const part of parts) {
     const name = names.find((n) => part.includes(`'${n}'`) || part.includes(`"${n}"`));
-    if (!name) continue;
-    const field = /domain/.test(part) && !/true value/.test(part) ? "lo" : /unit/.test(part) && !/true value/.test(part) ? "unit" : "true";
+    if (!name) {
+      // The rest of the previous problem ("...; use one of ['kg', 'lb']").
+      if (out.length) out[out.length - 1].message += `; ${part.trim()}`;
+      continue;
+    }
+    const field = /domain/.test(part) && !/true value/.test(part) ? "lo" : /\bunit\b/.test(part) && !/true value/.test(part) ? "unit" : "true";
     out.push({ name, field, message: part.trim() });
   }
   return out;
