@@ -66,3 +66,20 @@ test("rootguard-add: only the new value goes to the core, under the lock; the re
   assert.deepEqual(after.events.map((ev) => ev.event), ["initialised", "added"]);
   assert.match(after.events[1].reason, /height_cm added from the options page: drawn once/);
 });
+
+test("rootguard record: read back in the order the person entered, though chrome.storage sorts keys", async () => {
+  const { loadRootguard, saveRootguard } = await import("../src/sw/storage.js");
+  const e = env();
+  const profile = { values: { weight_kg: { domain: [30, 250] }, age: { domain: [18, 100] }, bmi: { formula: "bmi" } } };
+  await saveRootguard(e.ext, { profile, trueValues: { weight_kg: 82.4, age: 52 }, state: { draws: 0 }, events: [] });
+  // What Chrome's storage does to an object: its keys come back sorted.
+  const sorted = (obj) => Object.fromEntries(Object.keys(obj).sort().map((k) => [k, obj[k]]));
+  const { rootguard } = await e.local.get("rootguard");
+  await e.local.set({ rootguard: { ...rootguard, profile: { ...rootguard.profile, values: sorted(rootguard.profile.values) }, trueValues: sorted(rootguard.trueValues) } });
+  const raw = (await e.ext.storage.local.get("rootguard")).rootguard;
+  assert.deepEqual(Object.keys(raw.profile.values), ["age", "bmi", "weight_kg"], "the stand-in for Chrome's sorting took");
+  const back = await loadRootguard(e.ext);
+  assert.deepEqual(Object.keys(back.profile.values), ["weight_kg", "age", "bmi"]);
+  assert.deepEqual(Object.keys(back.trueValues), ["weight_kg", "age"]);
+  assert.ok(!("order" in back));
+});

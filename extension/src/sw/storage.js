@@ -22,14 +22,31 @@ export function updateSettings(ext, mutate) {
   });
 }
 
-/** RootGuard's stored record {profile, trueValues, state, events}, or undefined. */
+/** `obj` with its keys in `order` first (any others after, as they come). */
+function inOrder(obj, order) {
+  if (!obj || typeof obj !== "object" || Array.isArray(obj)) return obj;
+  const out = {};
+  for (const key of order) if (Object.hasOwn(obj, key)) out[key] = obj[key];
+  for (const key of Object.keys(obj)) if (!Object.hasOwn(out, key)) out[key] = obj[key];
+  return out;
+}
+
+/**
+ * RootGuard's stored record {profile, trueValues, state, events}, or undefined.
+ * chrome.storage hands an object's keys back sorted, so the record also keeps
+ * `order`, the profile's values in the order the person entered them; the
+ * profile and the true values are read back in that order (without `order`).
+ */
 export async function loadRootguard(ext) {
   const { rootguard } = await ext.storage.local.get("rootguard");
-  return rootguard;
+  if (!rootguard || !Array.isArray(rootguard.order)) return rootguard;
+  const { order, ...record } = rootguard;
+  const profile = record.profile ? { ...record.profile, values: inOrder(record.profile.values, order) } : record.profile;
+  return { ...record, profile, trueValues: inOrder(record.trueValues, order) };
 }
 
 export function saveRootguard(ext, record) {
-  return ext.storage.local.set({ rootguard: record });
+  return ext.storage.local.set({ rootguard: { ...record, order: Object.keys(record?.profile?.values || {}) } });
 }
 
 /** The `rootguard` argument of the core's sanitize and preview ops. */
