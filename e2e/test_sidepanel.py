@@ -327,6 +327,11 @@ def test_popup_button_opens_chromes_side_panel_and_it_sends_protected(browser: B
         ".map(c => c.documentUrl)"
     )
     assert any(url.endswith(f"sidepanel.html?tab={tab}") for url in contexts), contexts
+    # The popup now says the person writes in Veil's panel (a SIDE_PANEL context for this tab).
+    popup = browser.ctx.new_page()
+    popup.goto(browser.url(f"popup.html?url={quote(SITE_URL[host], safe='')}&tab={tab}"))
+    popup.wait_for_selector("#compose-mode[data-mode=panel]", timeout=30000)
+    popup.close()
     panel = RealPanel(site, targets[0]["targetId"])
     panel.wait_for("document.querySelector('#panel-state').dataset.state === 'ready'")
     panel.evaluate(
