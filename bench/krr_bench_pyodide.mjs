@@ -1,11 +1,13 @@
-// Run bench/krr_bench.py's measure() inside Pyodide 314 under Node.
-//   node bench/krr_bench_pyodide.mjs
+// Run bench/krr_bench.py's and bench/ledger_bench.py's measure() inside Pyodide 314 under Node.
+//   node bench/krr_bench_pyodide.mjs            # both
+//   node bench/krr_bench_pyodide.mjs ledger     # only the ledger (composed ε) benchmark
 import { loadPyodide } from "pyodide";
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const only = process.argv[2];
 const py = await loadPyodide();
 py.FS.mkdirTree("/veil/py_core");
 py.FS.mkdirTree("/veil/bench");
@@ -13,12 +15,13 @@ for (const name of readdirSync(join(root, "py_core"))) {
   // The sources and the data files py_core reads (headers, word tables, calibrations).
   if (/\.(py|json|gz|txt)$/.test(name)) py.FS.writeFile(`/veil/py_core/${name}`, readFileSync(join(root, "py_core", name)));
 }
-py.FS.writeFile("/veil/bench/krr_bench.py", readFileSync(join(root, "bench", "krr_bench.py")));
-console.log(
-  py.runPython(`
-import sys
-sys.path.insert(0, "/veil"); sys.path.insert(0, "/veil/bench")
-import krr_bench
-krr_bench.render(krr_bench.measure())
-`),
-);
+for (const name of ["krr_bench.py", "ledger_bench.py"]) {
+  py.FS.writeFile(`/veil/bench/${name}`, readFileSync(join(root, "bench", name)));
+}
+py.runPython(`import sys\nsys.path.insert(0, "/veil"); sys.path.insert(0, "/veil/bench")`);
+if (only !== "ledger") {
+  console.log(py.runPython("import krr_bench\nkrr_bench.render(krr_bench.measure())"));
+}
+if (only !== "krr") {
+  console.log(py.runPython("import ledger_bench\nledger_bench.render(ledger_bench.measure())"));
+}

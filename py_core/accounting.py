@@ -215,7 +215,7 @@ _DELTA_TAIL = 1e-30  # the neglected tails of krr_composed_delta (no target to s
 _TINY = 1e-280  # the smallest tail we aim for (smaller floats are subnormal)
 _ULP = 2.0**-52
 _HUGE_EPSILON = 500.0  # above: basic composition (pessimistic by about delta; see _single_epsilon)
-_MINOR_BUDGET = 12_000  # the smaller groups' window lengths (summed) convolved exactly
+_MINOR_BUDGET = 3_000  # the smaller groups' window lengths (summed) convolved exactly
 _SPREAD = 1e-3  # groups' epsilons further apart than this (relative): also the split bound
 
 
