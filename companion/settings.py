@@ -85,7 +85,7 @@ class Settings(BaseSettings):
     retrieval_rrf_k: int = Field(default=60, ge=0)
     retrieval_candidates: int = Field(default=50, ge=1, le=1000)
     retrieval_min_score: float | None = Field(
-        default=0.25,
+        default=0.2,
         ge=-1.0,
         le=1.0,
         description="relevance threshold: a chunk whose cosine score is under it is never "

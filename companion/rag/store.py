@@ -594,14 +594,22 @@ class DocumentStore:
         if not match:
             return []
         with self._lock:
+            names = self._conn.execute("SELECT name FROM collections LIMIT 2").fetchall()
             try:
-                rows = self._conn.execute(
-                    "SELECT f.rowid, bm25(chunks_fts, 1.0, 0.5) AS s FROM chunks_fts f "
-                    "JOIN chunks k ON k.id = f.rowid JOIN documents d ON d.id = k.document_id "
-                    "JOIN collections c ON c.id = d.collection_id "
-                    "WHERE chunks_fts MATCH ? AND c.name = ? ORDER BY s LIMIT ?",
-                    (match, collection, n),
-                ).fetchall()
+                if [r[0] for r in names] == [collection]:  # the store's only collection
+                    rows = self._conn.execute(
+                        "SELECT rowid, bm25(chunks_fts, 1.0, 0.5) AS s FROM chunks_fts "
+                        "WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?",
+                        (match, n),
+                    ).fetchall()
+                else:
+                    rows = self._conn.execute(
+                        "SELECT f.rowid, bm25(chunks_fts, 1.0, 0.5) AS s FROM chunks_fts f "
+                        "JOIN chunks k ON k.id = f.rowid JOIN documents d "
+                        "ON d.id = k.document_id JOIN collections c ON c.id = d.collection_id "
+                        "WHERE chunks_fts MATCH ? AND c.name = ? ORDER BY s LIMIT ?",
+                        (match, collection, n),
+                    ).fetchall()
             except sqlite3.OperationalError as exc:
                 raise InvalidParameterError(f"the lexical query could not be run ({exc})") from None
         return [(int(r[0]), -float(r[1])) for r in rows]

