@@ -299,8 +299,9 @@ def test_monotone_in_n(n: int, epsilon: float, k: int) -> None:
     """eps(n) <= eps(n + 1) <= eps(n) + epsilon (one more character costs at most epsilon)."""
     a = accounting.krr_composed_epsilon(n, epsilon, DELTA, k)
     b = accounting.krr_composed_epsilon(n + 1, epsilon, DELTA, k)
-    assert a <= b * (1 + 1e-12) + 1e-12
-    assert b <= a + epsilon * (1 + 1e-9)
+    # (the slack: each value is rounded up by at most ~1e-10 of itself)
+    assert a <= b * (1 + 1e-9) + 1e-12
+    assert b <= a + epsilon + 1e-9 * b
 
 
 @settings(max_examples=40, deadline=None)
@@ -315,7 +316,7 @@ def test_monotone_in_delta(n: int, epsilon: float, small: float, factor: float) 
     large = min(0.9, small * factor)
     assert accounting.krr_composed_epsilon(n, epsilon, large) <= accounting.krr_composed_epsilon(
         n, epsilon, small
-    ) * (1 + 1e-12)
+    ) * (1 + 1e-9)
 
 
 def test_epsilon_and_delta_are_inverse() -> None:
