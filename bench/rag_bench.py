@@ -22,6 +22,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
+import contextlib
 import gc
 import json
 import sys
@@ -32,8 +33,6 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import contextlib
 
 from companion.rag.retrieval import RetrievalOptions, retrieve
 from companion.rag.store import DocumentStore
