@@ -20,6 +20,7 @@ function pct(x) {
 /** The hover text of one word: the forecast and what it rests on. */
 export function wordTitle(word) {
   if (word.rootguard) return "Sent as your cached noisy value (RootGuard), not as typed";
+  if (word.intact) return "Sent unchanged in this draw (the preview shows the draw that is sent): readable as typed";
   const zipf = word.zipf === null || word.zipf === undefined ? "not in the word list (rare)" : `word frequency ${word.zipf.toFixed(1)} (Zipf)`;
   return `${word.label}: restored with probability ≈ ${pct(word.probability)}; arrives unchanged ${pct(word.survival_probability)} (p^${word.end - word.start}); ${zipf}`;
 }
@@ -38,7 +39,7 @@ export function forecastSegments(text, words) {
       throw new Error(`forecast word out of place: [${word.start}, ${word.end}) after ${at} in ${text.length} characters`);
     }
     if (word.start > at) out.push({ text: text.slice(at, word.start) });
-    out.push({ text: text.slice(word.start, word.end), kind: kindOf(word), title: wordTitle(word), probability: word.probability });
+    out.push({ text: text.slice(word.start, word.end), kind: kindOf(word), title: wordTitle(word), probability: word.probability, intact: Boolean(word.intact) });
     at = word.end;
   }
   if (at < text.length) out.push({ text: text.slice(at) });
@@ -74,7 +75,7 @@ export function renderForecast(parts, text, words, why, lead) {
     `${lead}: ${counts.hidden} likely hidden, ${counts.restored} likely restored` + (counts.rootguard ? `, ${counts.rootguard} replaced by RootGuard` : ""),
   );
   const runs = forecastSegments(text, words).map((run) =>
-    run.kind ? el("span", { class: `word ${run.kind}-word`, "data-kind": run.kind, "data-p": run.probability.toFixed(3), title: run.title }, run.text) : run.text,
+    run.kind ? el("span", { class: `word ${run.kind}-word`, "data-kind": run.kind, "data-p": run.probability.toFixed(3), "data-intact": String(run.intact), title: run.title }, run.text) : run.text,
   );
   box.replaceChildren(summary, ...runs);
 }
