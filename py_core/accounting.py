@@ -654,7 +654,8 @@ def _groups_epsilon(groups: dict[tuple[float, int], int], delta: float) -> float
         log_tau = math.log(max(delta * _TAIL_SHARE, _TINY))
         trs.sort(key=lambda t: t.n * (t.p + t.q - (t.p - t.q) ** 2), reverse=True)
         major, minors = trs[0], trs[1:]
-        windows = [_window(t, log_tau) for t in minors]
+        # trimmed to their true tails (the Chernoff cut is wider): shorter products
+        windows = [_trim(_window(t, log_tau), delta * _TAIL_SHARE) for t in minors]
         if sum(len(w.values) for w in windows) <= _MINOR_BUDGET:
             minor = windows[0]
             for w in windows[1:]:
@@ -663,7 +664,7 @@ def _groups_epsilon(groups: dict[tuple[float, int], int], delta: float) -> float
         else:
             lossy = True
             merged = _trinomial(sum(t.n for t in minors), top, min(t.k for t in minors))
-            minor = _window(merged, log_tau)
+            minor = _trim(_window(merged, log_tau), delta * _TAIL_SHARE)
         lifted = _convolved_epsilon(major, minor, delta)
     bounds = [lifted, basic]
     if lossy or top > (1.0 + _SPREAD) * min(e for e, _k, _n in items):
