@@ -139,6 +139,7 @@ def run(size: int, ann_min_chunks: int | None, tmp: Path) -> dict[str, float | i
         retrieve(store, words, q, "bench", 10, options)
         hyb.append(time.perf_counter() - t)
     cur, peak = rss_mb()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     truth = exact_top(store, qvecs[:RECALL_QUERIES])
     recall = float(np.mean([len(found[i] & truth[i]) / 10 for i in range(RECALL_QUERIES)]))
     store.close()
@@ -160,6 +161,7 @@ def run(size: int, ann_min_chunks: int | None, tmp: Path) -> dict[str, float | i
         "recall_at_10": round(recall, 3),
         "rss_mb": round(cur, 1),
         "rss_peak_mb": round(peak, 1),
+        "load_average": round(load, 2),  # other processes share the cores: latencies vary
     }
     path.unlink(missing_ok=True)
     for extra in tmp.glob(f"bench-{size}.sqlite3-*"):
@@ -196,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row['search_p50_ms']} ms p95 {row['search_p95_ms']} ms (hybrid p50 "
                 f"{row['hybrid_p50_ms']} p95 {row['hybrid_p95_ms']} ms), recall@10 "
                 f"{row['recall_at_10']}; RSS {row['rss_mb']} MB (peak from the index build on "
-                f"{row['rss_peak_mb']} MB)",
+                f"{row['rss_peak_mb']} MB); load average {row['load_average']}",
                 flush=True,
             )
     if args.json is not None:
