@@ -216,7 +216,8 @@ _TINY = 1e-280  # the smallest tail we aim for (smaller floats are subnormal)
 _ULP = 2.0**-52
 _HUGE_EPSILON = 500.0  # above: basic composition (pessimistic by about delta; see _single_epsilon)
 _MINOR_BUDGET = 3_000  # the smaller groups' window lengths (summed) convolved exactly
-_SPREAD = 1e-3  # groups' epsilons further apart than this (relative): also the split bound
+_SPREAD = 1e-3  # the largest lift to a common loss unit (relative); above it: also the split bound
+_MAX_MULTIPLE = 12  # the largest epsilon is split into at most this many loss units
 
 
 def _dot_fallback(a: Sequence[float], b: Sequence[float]) -> float:
@@ -539,20 +540,29 @@ def _convolve(a: _Window, b: _Window, tau: float) -> _Window:
     return _Window(a.lo + b.lo, out, a.missing + b.missing + lost, eta)
 
 
-def _convolved_epsilon(major: _Trinomial, minor: _Window, delta: float) -> float:
-    """The tight epsilon of ``major`` + ``minor`` (a common loss unit ``major.eps``).
+def _spread(win: _Window, step: int) -> _Window:
+    """``win`` on a lattice ``step`` times finer (its values ``step`` entries apart)."""
+    if step == 1:
+        return win
+    values = [0.0] * ((len(win.values) - 1) * step + 1)
+    values[::step] = win.values
+    return _Window(win.lo * step, values, win.missing, win.eta)
 
-    delta_total(eps') = sum_e P(minor = e) delta_major(eps' - e eps); with the
-    major's suffix sums A, W (see :func:`_single_epsilon`), A_total(T) =
-    sum_e P(e) A(T - e) (one dot product) is delta_total(T eps); a bisection over
-    T finds the segment, solved in closed form as for one group.
+
+def _convolved_epsilon(
+    win: _Window, unit: float, minor: _Window, delta: float, cap: float
+) -> float:
+    """The tight epsilon of two independent loss distributions on one lattice (``unit``).
+
+    delta_total(eps') = sum_e P(minor = e) delta_major(eps' - e unit); with the
+    major's suffix sums A, W (see :func:`_single_epsilon`, here over any window),
+    A_total(T) = sum_e P(e) A(T - e) (one dot product) is delta_total(T unit); a
+    bisection over T finds the segment, solved in closed form as for one group.
+    Never above ``cap`` (a valid bound computed by the caller).
     """
-    eps = major.eps
-    log_tau = math.log(max(delta * _TAIL_SHARE, _TINY))
-    win = _window(major, log_tau)
     v, lo1 = win.values, win.lo
     size = len(v)
-    em, gap = math.exp(-eps), -math.expm1(-eps)
+    em, gap = math.exp(-unit), -math.expm1(-unit)
     a_arr = [0.0] * (size + 1)  # a_arr[i] = A(lo1 + i), a_arr[size] = A(hi + 1) = 0
     w_arr = [0.0] * (size + 1)
     a_t = w_t = 0.0
@@ -563,13 +573,12 @@ def _convolved_epsilon(major: _Trinomial, minor: _Window, delta: float) -> float
     a_rev, w_rev = a_arr[::-1], w_arr[::-1]
     vm, om, lm = minor.values, minor.lo, len(minor.values)
     missing = win.missing + minor.missing
-    eta = win.eta + minor.eta + _ULP * 4.0 * (lm + 4)
+    eta = win.eta + minor.eta + _ULP * 4.0 * (lm + size + 4)
     target = (delta - missing) / (1.0 + eta)
-    basic = major.n * eps + max(0, minor.hi) * eps
     if target <= 0.0:
-        return basic
+        return cap
 
-    def total(big: list[float], rev: list[float], t: int, low: bool) -> float:
+    def total(rev: list[float], t: int, low: bool) -> float:
         base = t - om - lo1  # minor value j meets the major's index base - j
         j0, j1 = max(0, base - size), min(lm - 1, base)
         s = 0.0
@@ -578,24 +587,41 @@ def _convolved_epsilon(major: _Trinomial, minor: _Window, delta: float) -> float
         if base + 1 < lm:  # the major's index below 0: its tail below the window, analytically
             a0, w0 = a_arr[0], w_arr[0]
             for j in range(max(0, base + 1), lm):
-                shift = (base - j) * eps  # < 0
+                shift = (base - j) * unit  # < 0
                 s += vm[j] * ((a0 - w0 * math.expm1(shift)) if low else w0 * math.exp(shift))
         return s
 
     lo_t, hi_t = 0, lo1 + size + om + lm + 1  # A_total(hi_t) = 0
     while lo_t < hi_t:
         mid = (lo_t + hi_t) // 2
-        if total(a_arr, a_rev, mid, True) <= target:
+        if total(a_rev, mid, True) <= target:
             hi_t = mid
         else:
             lo_t = mid + 1
     t = lo_t
     if t <= 0:
         return 0.0
-    a_t = total(a_arr, a_rev, t, True)
-    w_t = total(w_arr, w_rev, t, False)
+    a_t = total(a_rev, t, True)
+    w_t = total(w_rev, t, False)
     f = (target - a_t) / w_t if w_t > 0 else 0.0
-    return min(basic, _round_up(t * eps + math.log1p(-min(f, -math.expm1(-eps)))))
+    return min(cap, _round_up(t * unit + math.log1p(-min(f, gap))))
+
+
+def _common_unit(epsilons: list[float]) -> tuple[float, list[int]]:
+    """A loss unit u and multiples m_j with m_j u >= eps_j, each lift at most _SPREAD.
+
+    Tries the largest epsilon split into 1, 2, ..., _MAX_MULTIPLE units (the slot
+    alphabets' epsilons need 1; sites at epsilon 2 and 5 need 5); failing that,
+    every group is lifted to the largest epsilon (u = max, all m_j = 1).
+    """
+    top = max(epsilons)
+    for count in range(1, _MAX_MULTIPLE + 1):
+        trial = top / count
+        ms = [max(1, round(e / trial)) for e in epsilons]
+        unit = max(e / m for e, m in zip(epsilons, ms, strict=True)) * (1.0 + 4.0 * _ULP)
+        if all(m * unit <= e * (1.0 + _SPREAD) for e, m in zip(epsilons, ms, strict=True)):
+            return unit, ms
+    return top, [1] * len(epsilons)
 
 
 def _groups_rdp_epsilon(items: list[tuple[float, int, int]], delta: float) -> float:
@@ -621,17 +647,18 @@ def _groups_epsilon(groups: dict[tuple[float, int], int], delta: float) -> float
     """A valid upper bound on the epsilon of k-RR groups ``{(eps, k): n}`` composed.
 
     * One group: the tight value (:func:`_single_epsilon`).
-    * Several: every group is lifted to the largest epsilon (k-RR at eps_j is
-      post-processing of k-RR at eps >= eps_j with the same k, so this is an
-      upper bound; the slot alphabets' realised epsilons differ by ~1e-5), groups
-      with one k merge, and the largest group is composed exactly with the
-      others' distribution -- their exact convolution (:func:`_convolve`) when
-      their windows are at most ``_MINOR_BUDGET`` long together, else one
-      trinomial at their smallest k (a larger k is post-processing of a smaller
-      one at the same epsilon: upper bound, looser).
-    * The answer is the smallest of that, basic composition and -- when the
-      epsilons differ by more than 0.1% or the smaller groups were merged --
-      RDP composition and the sum of each group's tight epsilon at delta / J.
+    * Several: a common loss unit u (:func:`_common_unit`) and every group lifted to
+      the multiple m_j u >= eps_j (k-RR at eps_j is post-processing of k-RR at a
+      larger epsilon with the same k, so this only loosens; the slot alphabets'
+      realised epsilons differ by ~1e-5 and share u = their largest); groups with
+      one (m, k) merge, and the group with the widest window is composed exactly
+      with the others' distribution -- their exact convolution (:func:`_convolve`)
+      when their windows are at most ``_MINOR_BUDGET`` long together, else one
+      trinomial at their largest multiple and smallest k (a larger k is
+      post-processing of a smaller one at the same epsilon: upper bound, looser).
+    * The answer is the smallest of that, basic composition and -- when some lift
+      exceeds 0.1% (no common unit) or the smaller groups were merged -- RDP
+      composition and the sum of each group's tight epsilon at delta / J.
     """
     items = [(e, k, n) for (e, k), n in groups.items() if n > 0 and e > 0]
     if not items:
@@ -640,22 +667,24 @@ def _groups_epsilon(groups: dict[tuple[float, int], int], delta: float) -> float
     if len(items) == 1:
         ((e, k, n),) = items
         return min(basic, _single_epsilon(_trinomial(n, e, k), delta))
-    top = max(e for e, _k, _n in items)
-    if top > _HUGE_EPSILON:
+    if max(e for e, _k, _n in items) > _HUGE_EPSILON:
         return basic
-    by_k: dict[int, int] = {}
-    for _e, k, n in items:
-        by_k[k] = by_k.get(k, 0) + n
-    trs = [_trinomial(n, top, k) for k, n in by_k.items()]
+    unit, multiples = _common_unit([e for e, _k, _n in items])
+    lift = max(m * unit / e for (e, _k, _n), m in zip(items, multiples, strict=True)) - 1.0
+    by_key: dict[tuple[int, int], int] = {}
+    for (_e, k, n), m in zip(items, multiples, strict=True):
+        by_key[(m, k)] = by_key.get((m, k), 0) + n
+    trs = [(m, _trinomial(n, m * unit, k)) for (m, k), n in by_key.items()]
     lossy = False
     if len(trs) == 1:
-        lifted = _single_epsilon(trs[0], delta)
+        lifted = min(basic, _single_epsilon(trs[0][1], delta))
     else:
         log_tau = math.log(max(delta * _TAIL_SHARE, _TINY))
-        trs.sort(key=lambda t: t.n * (t.p + t.q - (t.p - t.q) ** 2), reverse=True)
-        major, minors = trs[0], trs[1:]
+        # the widest window on the common lattice is the major
+        trs.sort(key=lambda mt: mt[0] ** 2 * mt[1].n * (mt[1].p + mt[1].q), reverse=True)
+        (m_major, major), minors = trs[0], trs[1:]
         # trimmed to their true tails (the Chernoff cut is wider): shorter products
-        windows = [_trim(_window(t, log_tau), delta * _TAIL_SHARE) for t in minors]
+        windows = [_spread(_trim(_window(t, log_tau), delta * _TAIL_SHARE), m) for m, t in minors]
         if sum(len(w.values) for w in windows) <= _MINOR_BUDGET:
             minor = windows[0]
             for w in windows[1:]:
@@ -663,11 +692,15 @@ def _groups_epsilon(groups: dict[tuple[float, int], int], delta: float) -> float
                 minor = _trim(convolved, delta * _TAIL_SHARE)
         else:
             lossy = True
-            merged = _trinomial(sum(t.n for t in minors), top, min(t.k for t in minors))
-            minor = _trim(_window(merged, log_tau), delta * _TAIL_SHARE)
-        lifted = _convolved_epsilon(major, minor, delta)
+            m_top = max(m for m, _t in minors)
+            merged = _trinomial(
+                sum(t.n for _m, t in minors), m_top * unit, min(t.k for _m, t in minors)
+            )
+            minor = _spread(_trim(_window(merged, log_tau), delta * _TAIL_SHARE), m_top)
+        win = _spread(_window(major, log_tau), m_major)
+        lifted = _convolved_epsilon(win, unit, minor, delta, basic)
     bounds = [lifted, basic]
-    if lossy or top > (1.0 + _SPREAD) * min(e for e, _k, _n in items):
+    if lossy or lift > _SPREAD:
         bounds.append(_groups_rdp_epsilon(items, delta))
         share = delta / len(items)
         bounds.append(sum(_single_epsilon(_trinomial(n, e, k), share) for e, k, n in items))

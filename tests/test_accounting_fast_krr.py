@@ -380,7 +380,26 @@ def test_ascii_and_hangul_slots_are_exact_up_to_the_lift() -> None:
     [
         {(2.0, 94): 30, (5.0, 94): 10},
         {(0.5, 94): 80, (4.0, 28): 6, (1.0, 2): 3},
+        {(4.0, 94): 40, (5.0, 94): 20, (5.0, 19): 5},
+    ],
+)
+def test_groups_at_epsilons_with_a_common_unit_are_exact(
+    groups: dict[tuple[float, int], int],
+) -> None:
+    """Epsilons that are multiples of one unit (sites at 2 and 5): the exact composition."""
+    exact = _epsilon_of(_losses(groups), DELTA)
+    ours = _accountant(groups).get_epsilon(DELTA)
+    assert exact <= ours <= exact * (1 + 1e-9)
+
+
+@pytest.mark.parametrize(
+    "groups",
+    [
+        {(2.0, 94): 30, (5.0, 94): 10},
+        {(0.5, 94): 80, (4.0, 28): 6, (1.0, 2): 3},
         {(11.0, 94): 3, (0.5, 94): 50},
+        {(4.3, 94): 30, (5.0, 94): 10},
+        {(0.075, 28): 25, (0.25, 17): 25, (0.06, 21): 3, (0.025, 3): 5},
     ],
 )
 def test_groups_at_different_epsilons_are_valid_bounds(
