@@ -130,6 +130,7 @@ class LoadedModel:
     identity: str  # changes when the weights change; keys per-model caches
     source: str
     dtype: str = "float32"
+    stops: tuple[str, ...] = ()  # stop strings the model's prompt format needs (base models)
 
 
 def _file_fingerprint(path: Path) -> str:
@@ -286,6 +287,7 @@ def load_causal_lm(
                 )
                 _save_dequantized(model, tokenizer, cached)
             source = str(folder / gguf)
+    stops = ensure_chat_template(tokenizer)
     stage(f"moving the weights to {dev}")
     model.to(torch.device(dev))  # type: ignore[arg-type]  # transformers types .to oddly
     if precision == "bfloat16":
@@ -298,7 +300,29 @@ def load_causal_lm(
         identity=identity,
         source=source,
         dtype=precision,
+        stops=stops,
     )
+
+
+# A chat template for models whose files carry none (a base model such as the bundled
+# Gemma-3-270M): a plain completion layout -- instructions, the documents and the question,
+# then "Answer:" -- which a base model continues with the answer.  Measured against Gemma's
+# own turn format on the bundled Gemma: the turn format made it repeat the instructions.
+BASE_TEMPLATE = (
+    "{{ bos_token or '' }}{% for m in messages %}{% if m['role'] == 'assistant' %}"
+    "Answer: {{ m['content'] | trim }}\n\n{% else %}{{ m['content'] | trim }}\n"
+    "{% if m['role'] == 'system' %}\n{% endif %}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}Answer:{% endif %}"
+)
+BASE_STOPS = ("\nQuestion:", "\n\n")  # where a base model starts a question of its own
+
+
+def ensure_chat_template(tokenizer: Any) -> tuple[str, ...]:
+    """Give a tokenizer without a chat template :data:`BASE_TEMPLATE`; the stops it needs."""
+    if getattr(tokenizer, "chat_template", None):
+        return ()
+    tokenizer.chat_template = BASE_TEMPLATE
+    return BASE_STOPS
 
 
 def _save_dequantized(model: Any, tokenizer: Any, target: Path) -> None:

@@ -97,6 +97,12 @@ class Settings(BaseSettings):
         "page's default too); while it has no documents, such a request answers without "
         "retrieval; empty: no retrieval unless a request names a collection",
     )
+    prompt_layout: Literal["system", "user"] = Field(
+        default="user",
+        description="where the retrieved context goes in the prompt: the system message "
+        "(system) or, numbered, in the last user message before the question with a grounded "
+        "instruction (user); chosen by bench/answers_bench.py (docs/rag/answers.md)",
+    )
     followup_query: Literal["last", "user_turns", "turns"] = Field(
         default="user_turns",
         description="what a follow-up question retrieves with: the last user message alone "

@@ -121,6 +121,7 @@ class _Prepared:
         self.messages = [*history, *self.new_messages]
         self.collection = _collection(settings, rag, body)
         self.query_mode = body.retrieval_query or settings.followup_query
+        self.layout = settings.prompt_layout
         self.id = "chatcmpl-" + secrets.token_hex(12)
         self.created = int(time.time())
         self.prefill_chunk = settings.prefill_chunk_tokens
@@ -273,7 +274,7 @@ def _make_work(engine: Any, prep: _Prepared, result: Any) -> Any:
         from companion.rag.prompt import build_prompt
 
         lm = _lm(engine, prep.model)
-        pieces = build_prompt(lm.tokenizer, prep.messages, prep.context_texts)
+        pieces = build_prompt(lm.tokenizer, prep.messages, prep.context_texts, prep.layout)
         generator = secure_generator(lm.device, prep.body.seed)
         yield from generate_tokens(
             lm.model,
@@ -285,7 +286,7 @@ def _make_work(engine: Any, prep: _Prepared, result: Any) -> Any:
             public_prompt_ids=pieces.public_prompt_ids,
             max_new_tokens=prep.max_tokens,
             temperature=prep.temperature,
-            stop=prep.body.stop_list(),
+            stop=[*prep.body.stop_list(), *getattr(lm, "stops", ())],
             cancel=cancel,
             result=result,
             prefill_chunk=prep.prefill_chunk,

@@ -1,8 +1,19 @@
 """How retrieved chunks enter the chat prompt, and the public prompt without them.
 
-The retrieved context goes into a system message placed before the
-conversation; the *public* prompt is the same conversation with an empty
-context, which the ``bounded`` defense needs for its second pass.
+Two layouts (``PROMPT_LAYOUTS``):
+
+* ``system``: the retrieved context in the leading system message, after a
+  general instruction (Veil's first layout);
+* ``user``: a grounded instruction in the system message (answer from the
+  documents, copy names/numbers/dates as written, say so when they do not say),
+  and the numbered documents inside the last user message, just before the
+  question -- what the bundled 135M/270M models answer best from
+  (bench/answers_bench.py; docs/rag/answers.md has the table).
+
+The *public* prompt is the same conversation with an empty context, which the
+``bounded`` defense needs for its second pass.  The documents are numbered
+``[1]``, ``[2]`` like the citations; their names are not put in the prompt (a
+guest may not be allowed to see them).
 """
 
 from __future__ import annotations
@@ -15,6 +26,13 @@ SYSTEM_PROMPT = (
     "You are a helpful assistant. Answer the user's question using the context "
     "documents when they are relevant."
 )
+GROUNDED_PROMPT = (
+    "Answer the question using only the documents in the message. Give the answer in a "
+    "few words, copying names, numbers and dates exactly as the documents write them. If "
+    "the documents do not say, answer: The documents do not say."
+)
+PROMPT_LAYOUTS: tuple[str, ...] = ("system", "user")
+DEFAULT_LAYOUT = "user"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,17 +98,44 @@ def fit_context(tokenizer: Any, chunks: Sequence[str], budget_tokens: int) -> Fi
     return FittedContext(texts=texts, kept=kept, budget_tokens=budget_tokens)
 
 
-def format_context(chunks: Sequence[str]) -> str:
-    return "\n\n".join(chunk.strip() for chunk in chunks if chunk.strip())
+def format_context(chunks: Sequence[str], layout: str = "system") -> str:
+    texts = [chunk.strip() for chunk in chunks if chunk.strip()]
+    if layout == "user":
+        return "\n\n".join(f"[{i}] {text}" for i, text in enumerate(texts, start=1))
+    return "\n\n".join(texts)
+
+
+def _check_layout(layout: str) -> str:
+    if layout not in PROMPT_LAYOUTS:
+        raise ValueError(f"prompt layout must be one of {', '.join(PROMPT_LAYOUTS)}")
+    return layout
 
 
 def build_messages(
-    messages: Sequence[dict[str, str]], context_text: str, system_prompt: str = SYSTEM_PROMPT
+    messages: Sequence[dict[str, str]],
+    context_text: str,
+    system_prompt: str | None = None,
+    *,
+    layout: str = "system",
+    grounded: bool = False,
 ) -> list[dict[str, str]]:
-    """The conversation with the context in a leading system message."""
+    """The conversation with the context placed as ``layout`` says.
+
+    ``grounded`` (layout ``user``): the answer is about documents, so the grounded
+    instruction is used even when ``context_text`` is empty (the public prompt of
+    an answer that retrieved).
+    """
     user_system = [m["content"] for m in messages if m["role"] == "system"]
-    rest = [m for m in messages if m["role"] != "system"]
-    system = "\n\n".join([system_prompt, *user_system])
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if _check_layout(layout) == "user" and (context_text or grounded):
+        system = "\n\n".join([system_prompt or GROUNDED_PROMPT, *user_system])
+        last = max((i for i, m in enumerate(rest) if m["role"] == "user"), default=None)
+        if last is not None:
+            question = rest[last]["content"]
+            documents = f"Documents:\n{context_text}\n\n" if context_text else ""
+            rest[last]["content"] = f"{documents}Question: {question}"
+        return [{"role": "system", "content": system}, *rest]
+    system = "\n\n".join([system_prompt or SYSTEM_PROMPT, *user_system])
     if context_text:
         system += "\n\nContext:\n" + context_text
     return [{"role": "system", "content": system}, *rest]
@@ -104,11 +149,25 @@ def encode_chat(tokenizer: Any, messages: Sequence[dict[str, str]]) -> list[int]
 
 
 def build_prompt(
-    tokenizer: Any, messages: Sequence[dict[str, str]], chunks: Sequence[str]
+    tokenizer: Any,
+    messages: Sequence[dict[str, str]],
+    chunks: Sequence[str],
+    layout: str = "system",
 ) -> PromptPieces:
-    context = format_context(chunks)
+    """The prompt with the context, and the public one without it.
+
+    ``layout`` defaults to ``system`` here so that the evaluations and benchmarks
+    that call this keep their measured prompt; the chat passes the companion's
+    layout (``Settings.prompt_layout``, default :data:`DEFAULT_LAYOUT`).
+    """
+    context = format_context(chunks, layout)
+    grounded = bool(context)
     return PromptPieces(
-        prompt_ids=encode_chat(tokenizer, build_messages(messages, context)),
-        public_prompt_ids=encode_chat(tokenizer, build_messages(messages, "")),
+        prompt_ids=encode_chat(
+            tokenizer, build_messages(messages, context, layout=layout, grounded=grounded)
+        ),
+        public_prompt_ids=encode_chat(
+            tokenizer, build_messages(messages, "", layout=layout, grounded=grounded)
+        ),
         context_text=context,
     )

@@ -1,0 +1,256 @@
+"""Are the bundled chat models' answers right? Two short documents, fixed questions.
+
+The issue's finding: SmolLM2-135M answered simple questions about two short
+uploaded documents wrongly (a phone number answered with a date, an invented
+doctor), under every defense.  This benchmark asks a fixed set of questions
+about two short documents (a consultation note and a referral letter) through
+the companion's own pieces -- the store and MiniLM retrieval (top 3), the
+context budget, the prompt (``companion.rag.prompt``, each layout) and the
+generation loop with each defense -- and scores each answer's first line:
+
+* an answerable question is right when the first line holds the gold answer
+  (any of its accepted forms; phone numbers compared on their digits);
+* an unanswerable one (the documents do not say) is right when the first line
+  says so, and wrong when it invents something.
+
+Run: ``python bench/answers_bench.py`` (both models, both layouts under ``none``,
+the chosen layout under every defense; ~15 min on 2 cores) or ``--smoke`` (the
+default model, 3 questions, ``none`` and ``copy_aware``; CI).  ``--out`` writes
+the JSON; docs/rag/answers.md has the measured table.  Defenses with noise use
+the CSPRNG (``companion.decoding.noise.secure_generator``), so their figures vary
+from run to run; ``none`` decodes greedily and repeats exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+DOCUMENTS = {
+    "visit-note.txt": (
+        "Consultation note, 14 March 2025. Patient: Daniel Okafor, born 2 February 1971, "
+        "phone (415) 555-0142. Seen by Dr. Helena Marsh at Riverside Clinic. Complaint: knee "
+        "pain after running, for three weeks. Assessment: patellar tendinopathy. Plan: "
+        "physiotherapy twice a week, ibuprofen 400 mg when needed, review in six weeks."
+    ),
+    "referral-letter.txt": (
+        "Referral letter, 9 April 2025. To: Dr. Samuel Ortiz, Lakeside Orthopaedics, 22 "
+        "Harbour Road. Re: Priya Natarajan, born 30 October 1988, phone 020 7946 0321, e-mail "
+        "priya.n@example.org. Ms Natarajan has had lower back pain for two months. An MRI on "
+        "1 April 2025 showed a small disc bulge at L4-L5. Please assess her for physiotherapy "
+        "or an injection. Signed: Dr. Amy Chen, Northside Surgery."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    gold: tuple[str, ...]  # accepted forms; empty: the documents do not say
+    digits: bool = False  # compare digits only (phone numbers)
+
+
+QUESTIONS = (
+    Question("What is Daniel Okafor's phone number?", ("4155550142", "5550142"), digits=True),
+    Question("Which doctor saw Daniel Okafor?", ("marsh",)),
+    Question("What was Daniel Okafor's diagnosis?", ("tendinopathy",)),
+    Question("How much ibuprofen may Daniel Okafor take?", ("400 mg", "400mg")),
+    Question("When will Daniel Okafor be reviewed?", ("six weeks", "6 weeks")),
+    Question("Which clinic did Daniel Okafor visit?", ("riverside",)),
+    Question("Who is Priya Natarajan referred to?", ("ortiz",)),
+    Question("What is Priya Natarajan's e-mail address?", ("priya.n@example.org",)),
+    Question("What is Priya Natarajan's phone number?", ("02079460321", "79460321"), digits=True),
+    Question("What did Priya Natarajan's MRI show?", ("disc bulge", "bulge")),
+    Question("Who signed the referral letter?", ("chen",)),
+    Question("When was Priya Natarajan born?", ("30 october 1988", "october 30, 1988")),
+    Question("What is Daniel Okafor's blood type?", ()),
+    Question("What is the name of Priya Natarajan's physiotherapist?", ()),
+)
+SMOKE_QUESTIONS = (0, 1, 12)
+DECLINES = (
+    "do not say",
+    "does not say",
+    "don't say",
+    "doesn't say",
+    "not mentioned",
+    "not stated",
+    "not specified",
+    "not provided",
+    "no information",
+    "not say",
+    "unknown",
+    "not known",
+    "don't know",
+    "do not know",
+    "not given",
+    "not available",
+)
+MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
+MAX_TOKENS = 24  # the first line is scored; a short answer fits
+
+
+def first_line(answer: str) -> str:
+    lines = [line.strip() for line in answer.strip().splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def score(question: Question, answer: str) -> bool:
+    line = " ".join(first_line(answer).lower().split())
+    if not question.gold:
+        return any(d in line for d in DECLINES)
+    if question.digits:
+        digits = re.sub(r"\D", "", line)
+        return any(g in digits for g in question.gold)
+    return any(g in line for g in question.gold)
+
+
+def build_store(home: Path) -> Any:
+    from companion.models import load_embedder
+    from companion.rag.service import RagService
+    from companion.rag.store import DocumentStore
+
+    rag = RagService(store=DocumentStore(home / "rag.sqlite3"), embedder=load_embedder("cpu"))
+    for name, text in DOCUMENTS.items():
+        rag.ingest(name, text.encode(), "bench")
+    return rag
+
+
+def answer(lm: Any, rag: Any, question: str, defense: str, layout: str, top_k: int = 3) -> str:
+    from companion.decoding.config import DefenseConfig
+    from companion.decoding.generate import GenerationResult, generate_tokens
+    from companion.decoding.noise import secure_generator
+    from companion.rag.prompt import build_prompt, fit_context
+
+    hits = rag.search(question, "bench", top_k)
+    fitted = fit_context(lm.tokenizer, [h.text for h in hits], 2048)
+    messages = [{"role": "user", "content": question}]
+    pieces = build_prompt(lm.tokenizer, messages, fitted.texts, layout=layout)
+    result = GenerationResult()
+    for _ in generate_tokens(
+        lm.model,
+        lm.tokenizer,
+        pieces.prompt_ids,
+        defense=DefenseConfig.from_options(defense, {}),
+        generator=secure_generator(lm.device, None),
+        context_text=pieces.context_text,
+        public_prompt_ids=pieces.public_prompt_ids,
+        max_new_tokens=MAX_TOKENS,
+        stop=lm.stops,
+        result=result,
+    ):
+        pass
+    return result.text
+
+
+def run(
+    models: tuple[str, ...],
+    questions: tuple[Question, ...],
+    layouts: tuple[str, ...],
+    defenses: tuple[str, ...],
+    out: Path | None = None,
+) -> dict[str, Any]:
+    """``none`` with every layout for every model, then the best layout under ``defenses``.
+
+    The best layout is the one with the most right answers under ``none`` summed over
+    the models; the JSON is rewritten after every cell, so a stopped run keeps its rows.
+    """
+    import torch
+
+    from companion.models import load_causal_lm
+
+    torch.set_num_threads(1)
+    result: dict[str, Any] = {"max_tokens": MAX_TOKENS, "rows": [], "chosen_layout": None}
+
+    def cell(lm: Any, rag: Any, model: str, layout: str, defense: str) -> None:
+        started = time.time()
+        answers: list[dict[str, Any]] = []
+        for q in questions:
+            text = answer(lm, rag, q.text, defense, layout)
+            answers.append({"question": q.text, "answer": text, "right": score(q, text)})
+        right = sum(a["right"] for a in answers)
+        row = {
+            "model": model,
+            "layout": layout,
+            "defense": defense,
+            "right": right,
+            "questions": len(questions),
+            "seconds": round(time.time() - started, 1),
+            "answers": answers,
+        }
+        result["rows"].append(row)
+        print(f"  {model} {layout} {defense}: {right}/{len(questions)} ({row['seconds']} s)",
+              flush=True)  # fmt: skip
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(result, indent=1))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rag = build_store(Path(tmp))
+        loaded = {}
+        for model in models:
+            started = time.time()
+            loaded[model] = load_causal_lm(model, device="cpu", dtype="float32")
+            print(f"{model}: loaded in {time.time() - started:.1f} s", flush=True)
+            for layout in layouts:
+                cell(loaded[model], rag, model, layout, "none")
+        totals = {
+            layout: sum(r["right"] for r in result["rows"] if r["layout"] == layout)
+            for layout in layouts
+        }
+        chosen = max(layouts, key=lambda layout: totals[layout])  # ties: the first listed
+        result["chosen_layout"] = chosen
+        print(f"layout under none, right answers over the models: {totals}; chosen: {chosen}")
+        for model in models:
+            for defense in defenses:
+                if defense != "none":
+                    cell(loaded[model], rag, model, chosen, defense)
+    return result
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = ["| model | prompt layout | defense | right | of |", "|---|---|---|---:|---:|"]
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['model']} | {r['layout']} | {r['defense']} | {r['right']} | {r['questions']} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="default model, 3 questions")
+    parser.add_argument("--models", nargs="*", default=None, help=f"of {', '.join(MODELS)}")
+    parser.add_argument("--out", type=Path, default=None, help="write the JSON here")
+    args = parser.parse_args(argv)
+    from companion.decoding.registry import DEFENSES
+    from companion.models import offline
+    from companion.rag.prompt import DEFAULT_LAYOUT, PROMPT_LAYOUTS
+
+    offline()
+    if args.smoke:
+        models: tuple[str, ...] = (MODELS[0],)
+        questions = tuple(QUESTIONS[i] for i in SMOKE_QUESTIONS)
+        layouts: tuple[str, ...] = (DEFAULT_LAYOUT,)
+        defenses: tuple[str, ...] = ("none", "copy_aware")
+    else:
+        models = tuple(args.models or MODELS)
+        questions = QUESTIONS
+        layouts, defenses = PROMPT_LAYOUTS, DEFENSES
+    result = run(models, questions, layouts, defenses, args.out)
+    print(table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,78 @@
+"""The prompt layouts (companion.rag.prompt) and the template of a model without one."""
+
+from __future__ import annotations
+
+import pytest
+
+from companion.models import BASE_STOPS, BASE_TEMPLATE, ensure_chat_template
+from companion.rag.prompt import (
+    GROUNDED_PROMPT,
+    SYSTEM_PROMPT,
+    build_messages,
+    build_prompt,
+    format_context,
+)
+from tests.companion.fakes import WordTokenizer
+
+CONVERSATION = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "What helps gout?"},
+    {"role": "assistant", "content": "Allopurinol."},
+    {"role": "user", "content": "And the dose?"},
+]
+
+
+def test_the_system_layout_is_the_first_one():
+    context = format_context(["allopurinol 100 mg", "  ", "gout flares"])
+    assert context == "allopurinol 100 mg\n\ngout flares"
+    messages = build_messages(CONVERSATION, context)
+    assert messages[0] == {
+        "role": "system",
+        "content": f"{SYSTEM_PROMPT}\n\nBe brief.\n\nContext:\n{context}",
+    }
+    assert messages[1:] == CONVERSATION[1:]
+
+
+def test_the_user_layout_puts_numbered_documents_before_the_last_question():
+    context = format_context(["allopurinol 100 mg", "gout flares"], "user")
+    assert context == "[1] allopurinol 100 mg\n\n[2] gout flares"
+    messages = build_messages(CONVERSATION, context, layout="user")
+    assert messages[0]["content"] == f"{GROUNDED_PROMPT}\n\nBe brief."
+    assert messages[1] == CONVERSATION[1] and messages[2] == CONVERSATION[2]  # history as sent
+    assert messages[3]["content"] == f"Documents:\n{context}\n\nQuestion: And the dose?"
+    assert CONVERSATION[3]["content"] == "And the dose?"  # the caller's list is not changed
+    # The public prompt of an answer that retrieved: the same instruction, no documents.
+    public = build_messages(CONVERSATION, "", layout="user", grounded=True)
+    assert public[0] == messages[0] and public[3]["content"] == "Question: And the dose?"
+    # No retrieval at all: the plain assistant prompt.
+    assert build_messages(CONVERSATION, "", layout="user")[0]["content"].startswith(SYSTEM_PROMPT)
+    with pytest.raises(ValueError, match="prompt layout"):
+        build_messages(CONVERSATION, "", layout="sideways")
+
+
+def test_build_prompt_keeps_the_context_out_of_the_public_prompt():
+    tokenizer = WordTokenizer()
+    pieces = build_prompt(tokenizer, CONVERSATION, ["allopurinol 100 mg"], "user")
+    assert pieces.context_text == "[1] allopurinol 100 mg"
+    assert len(pieces.public_prompt_ids) == len(pieces.prompt_ids) - 5  # "Documents:" + 4 words
+
+
+def test_a_model_without_a_chat_template_gets_the_base_layout():
+    from jinja2 import Template
+
+    class Bare:
+        chat_template = None
+
+    bare = Bare()
+    assert ensure_chat_template(bare) == BASE_STOPS and bare.chat_template == BASE_TEMPLATE
+    text = Template(bare.chat_template).render(
+        messages=build_messages(CONVERSATION[:2], "[1] allopurinol", layout="user"),
+        add_generation_prompt=True,
+        bos_token="<bos>",
+    )
+    assert text.startswith("<bos>" + GROUNDED_PROMPT) and text.endswith(
+        "Documents:\n[1] allopurinol\n\nQuestion: What helps gout?\nAnswer:"
+    )
+    templated = Bare()
+    templated.chat_template = "{{ messages }}"
+    assert ensure_chat_template(templated) == () and templated.chat_template == "{{ messages }}"
