@@ -30,6 +30,7 @@ step "veil eval rootguard --agents --smoke"
 veil eval rootguard --agents --smoke --out "$smoke_dir/rootguard-agents"
 step "benchmark: k-RR (CPython and Pyodide)"
 python bench/krr_bench.py
+python bench/ledger_bench.py
 node bench/krr_bench_pyodide.mjs
 step "benchmark: RAG store at 10k chunks"
 python bench/rag_bench.py --sizes 10000
