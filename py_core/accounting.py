@@ -376,7 +376,8 @@ def _coefficient(tr: _Trinomial, d: int) -> tuple[float, int]:
 
 
 def _round_up(x: float) -> float:
-    return x + 1e-13 * abs(x) + 1e-300 if x > 0 else 0.0
+    """``x`` rounded up by 1e-13 of itself (a non-positive ``x`` is float error around 0)."""
+    return max(x, 0.0) + 1e-13 * abs(x) + 1e-300
 
 
 def _descend(tr: _Trinomial, top: int, bottom: int) -> tuple[list[float], int]:
@@ -712,9 +713,15 @@ def krr_composed_delta(n: int, epsilon: float, target_epsilon: float, k: int = K
     count = _count(n)
     eps = float(epsilon)
     _krr_params(eps, k)
+    if isinstance(target_epsilon, bool) or not isinstance(target_epsilon, int | float):
+        raise InvalidParameterError(f"target_epsilon must be a number; got {target_epsilon!r}")
     target = float(target_epsilon)
-    if count == 0 or eps == 0.0:
-        return 0.0
+    if math.isnan(target):
+        raise InvalidParameterError("target_epsilon must be a number; got nan")
+    if count == 0 or eps == 0.0:  # the loss is 0: delta = (1 - e^target)_+
+        return -math.expm1(target) if target < 0 else 0.0
+    if math.isinf(target):  # delta(+inf) = 0; delta(-inf) = 1
+        return 0.0 if target > 0 else 1.0
     if eps > _HUGE_EPSILON:
         # D = n with probability p^n = 1 in floats; the rest cannot be resolved: delta <= 1.
         return 1.0 if target < count * eps else 0.0

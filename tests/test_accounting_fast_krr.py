@@ -287,6 +287,12 @@ def test_edge_values() -> None:
     assert accounting.krr_composed_epsilon(5, 2.0, 1e-300) == 10.0
     with pytest.raises(accounting.InvalidParameterError, match="k must be"):
         accounting.krr_composed_epsilon(5, 2.0, DELTA, k=1)
+    # delta at an infinite target: 0 above, 1 below; a NaN target is refused
+    assert accounting.krr_composed_delta(5, 2.0, math.inf) == 0.0
+    assert accounting.krr_composed_delta(5, 2.0, -math.inf) == 1.0
+    assert accounting.krr_composed_delta(3, 0.0, -1.0) == pytest.approx(1 - math.exp(-1.0))
+    with pytest.raises(accounting.InvalidParameterError, match="target_epsilon"):
+        accounting.krr_composed_delta(5, 2.0, math.nan)
 
 
 @settings(max_examples=40, deadline=None)
