@@ -239,7 +239,22 @@ def test_agrees_with_dp_accounting_pld_on_both_sides(n: int, epsilon: float, k: 
 
 
 @pytest.mark.parametrize(
-    ("epsilon", "k"), [(0.5, 94), (5.0, 94), (11.0, 94), (0.5, 17), (5.0, 28), (3.0, 2)]
+    ("epsilon", "k"),
+    [
+        (0.5, 94),
+        (5.0, 94),
+        (11.0, 94),
+        (0.5, 17),
+        (5.0, 28),
+        (3.0, 2),
+        (0.5, 98),
+        (11.0, 51),
+        (2.0, 69),
+        (8.0, 19),
+        (5.0, 21),
+        (0.01, 94),
+        (20.0, 94),
+    ],
 )
 def test_n_100000_against_coefficients_summed_one_by_one(epsilon: float, k: int) -> None:
     """At n = 100,000 the recurrence agrees with each coefficient summed directly, in ~ms.
