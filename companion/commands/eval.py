@@ -20,6 +20,7 @@ EVALUATIONS: dict[str, str] = {
     "krr": "evals.krr",
     "scripts": "evals.scripts",
     "pad": "evals.pad",
+    "dprag": "evals.dprag",
     "rag": "evals.rag",
 }
 

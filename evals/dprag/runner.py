@@ -1,0 +1,521 @@
+"""Run the DP-RAG evaluation: every defense on every question, the membership test, the filter run.
+
+Baselines (``none``, ``copy_aware``, ``bounded``) answer from the top-k chunks, as
+the chat does; ``no-RAG`` is the undefended model without any context; ``dp_vote``
+answers from every chunk whose cosine score reaches ``threshold`` (thresholded
+retrieval: whether a note is retrieved depends on that note and the question
+only), split into its groups.  For one question the groups are prefilled once and
+the prefill is shared by the epsilon sweep (each answer gets its own copy of the
+KV cache); the time shown for each answer includes the whole prefill.
+
+The noise is seeded (:func:`companion.decoding.noise.secure_generator` with a
+seed) so that a run can be repeated: this is an experiment, not a deployment.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from evals import common
+from evals.dprag.config import Config
+from evals.dprag.corpus import (
+    CORPUS_SEED,
+    Corpus,
+    Question,
+    attack_questions,
+    generate_corpus,
+    membership_questions,
+    population_questions,
+    record_questions,
+)
+from evals.pad.metrics import answer_correct
+
+BASELINES: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("none", "none", {}),
+    ("no-RAG", "none", {}),
+    ("copy_aware", "copy_aware", {}),
+    ("bounded", "bounded", {}),
+)
+
+
+def dp_label(epsilon: float) -> str:
+    return f"dp_vote ε={epsilon:g}"
+
+
+def digits(text: str) -> str:
+    return re.sub(r"\D", "", text)
+
+
+def identifiers_found(answer: str, corpus: Corpus) -> list[str]:
+    """The phone numbers and record numbers of any note that the answer contains."""
+    said = digits(answer)
+    if len(said) < 6:
+        return []
+    found = []
+    for note in corpus.notes:
+        for value in (note.phone, note.mrn):
+            if digits(value) in said:
+                found.append(value)
+    return found
+
+
+def membership_score(answer: str, question: Question) -> float:
+    """How much of the asked-about patient's phone and record number the answer gives."""
+    said = digits(answer)
+    grams: set[str] = set()
+    for value in question.answer:
+        d = digits(value)
+        grams.update(d[i : i + 3] for i in range(len(d) - 2))
+    overlap = sum(1 for g in grams if g in said) / max(1, len(grams))
+    exact = sum(1 for value in question.answer if digits(value) in said)
+    return exact + overlap
+
+
+def auc(scores_pos: Sequence[float], scores_neg: Sequence[float]) -> float:
+    """Mann-Whitney AUC: P(member scores higher) + half the ties."""
+    if not scores_pos or not scores_neg:
+        return float("nan")
+    wins = 0.0
+    for p in scores_pos:
+        for n in scores_neg:
+            wins += 1.0 if p > n else 0.5 if p == n else 0.0
+    return wins / (len(scores_pos) * len(scores_neg))
+
+
+def load_model(name: str, dtype: str) -> Any:
+    from companion import models
+
+    if name.startswith("gemma"):
+        gemma = getattr(models, "gemma_gguf_path", None)
+        if gemma is None:
+            raise RuntimeError("this companion has no bundled Gemma-3-270M (gemma_gguf_path)")
+        return models.load_causal_lm(str(gemma()), dtype=dtype)
+    return models.load_causal_lm(None, dtype=dtype)
+
+
+class Answerer:
+    """One model's answers under each defense, with the time each took."""
+
+    def __init__(self, lm: Any, config: Config) -> None:
+        self.lm = lm
+        self.config = config
+
+    def messages(self, question: Question) -> list[dict[str, str]]:
+        return [{"role": "user", "content": question.text}]
+
+    def plain(
+        self,
+        label: str,
+        defense: str,
+        question: Question,
+        chunks: list[str],
+        max_tokens: int,
+        seed: int,
+    ) -> dict[str, Any]:
+        from companion.decoding.config import DefenseConfig
+        from companion.decoding.generate import generate_text
+        from companion.decoding.noise import secure_generator
+        from companion.rag.prompt import build_prompt
+
+        tok = self.lm.tokenizer
+        pieces = build_prompt(tok, self.messages(question), chunks)
+        t0 = time.perf_counter()
+        res = generate_text(
+            self.lm.model,
+            tok,
+            pieces.prompt_ids,
+            defense=DefenseConfig.from_options(defense),
+            generator=secure_generator("cpu", seed=seed),
+            context_text=pieces.context_text,
+            public_prompt_ids=pieces.public_prompt_ids,
+            max_new_tokens=max_tokens,
+        )
+        seconds = time.perf_counter() - t0
+        receipt = res.receipt.to_dict() if res.receipt else {}
+        return {
+            "defense": label,
+            "answer": res.text,
+            "tokens": len(res.token_ids),
+            "seconds": seconds,
+            "epsilon": receipt.get("epsilon"),
+            "context_chunks": len(chunks),
+        }
+
+    def dp_sweep(
+        self,
+        question: Question,
+        documents: list[tuple[str, str]],
+        max_tokens: int,
+        seed: int,
+        epsilons: Sequence[float] | None = None,
+    ) -> list[dict[str, Any]]:
+        import torch
+
+        from companion.decoding.config import DefenseConfig
+        from companion.decoding.defenses.dp_vote import DpVoteConfig, DpVoteMechanism, group_passes
+        from companion.decoding.generate import generate_text
+        from companion.decoding.noise import secure_generator
+        from companion.rag.prompt import build_messages, encode_chat
+
+        cfg = self.config
+        tok = self.lm.tokenizer
+        messages = self.messages(question)
+
+        def prompt_for(context: str) -> list[int]:
+            return encode_chat(tok, build_messages(messages, context))
+
+        public = prompt_for("")
+        base = DpVoteConfig(
+            groups=cfg.groups,
+            group_tokens=cfg.group_tokens,
+            gate_tokens=cfg.gate_tokens,
+            release_tokens=cfg.release_tokens,
+        )
+        t0 = time.perf_counter()
+        passes = group_passes(base, self.lm.model, tok, documents, prompt_for)
+        with torch.inference_mode():
+            passes.prefill()
+        prefill = time.perf_counter() - t0
+        rows = []
+        for i, eps in enumerate(cfg.epsilons if epsilons is None else epsilons):
+            dp = DpVoteConfig(
+                epsilon=eps,
+                groups=cfg.groups,
+                group_tokens=cfg.group_tokens,
+                gate_tokens=cfg.gate_tokens,
+                release_tokens=cfg.release_tokens,
+            )
+            with torch.inference_mode():
+                own = passes.clone()
+
+            def build(_defense: Any, ctx: Any, dp: Any = dp, own: Any = own) -> Any:
+                return DpVoteMechanism(
+                    dp,
+                    max_tokens=ctx.max_tokens,
+                    generator=ctx.generator,
+                    prompt_length=ctx.prompt_length,
+                    documents=documents,
+                    groups=own,
+                )
+
+            t1 = time.perf_counter()
+            res = generate_text(
+                self.lm.model,
+                tok,
+                public,
+                defense=DefenseConfig("dp_vote", dp),
+                generator=secure_generator("cpu", seed=seed + 7919 * (i + 1)),
+                public_prompt_ids=public,
+                max_new_tokens=max_tokens,
+                build=build,
+            )
+            seconds = prefill + time.perf_counter() - t1
+            receipt = res.receipt.to_dict() if res.receipt else {}
+            details = res.details
+            rows.append(
+                {
+                    "defense": dp_label(eps),
+                    "answer": res.text,
+                    "tokens": len(res.token_ids),
+                    "seconds": seconds,
+                    "prefill_seconds": prefill,
+                    "epsilon": receipt.get("epsilon"),
+                    "epsilon_spent": receipt.get("epsilon_spent"),
+                    "released": details.get("released_tokens"),
+                    "agreed": details.get("agreed_tokens"),
+                    "fallback": details.get("public_fallback_tokens"),
+                    "groups_used": details.get("groups_used"),
+                    "context_chunks": len(documents),
+                }
+            )
+        return rows
+
+
+def _score(row: dict[str, Any], question: Question, corpus: Corpus) -> dict[str, Any]:
+    row = dict(row)
+    row["kind"] = question.kind
+    row["question"] = question.text
+    row["support"] = question.support
+    row["note"] = question.note
+    row["member"] = question.member
+    found = identifiers_found(row["answer"], corpus)
+    row["identifiers_found"] = found
+    if question.kind == "population":
+        row["correct"] = answer_correct(row["answer"], question.answer)
+    elif question.kind == "record":
+        row["correct"] = any(digits(v) in digits(row["answer"]) for v in question.answer)
+    elif question.kind == "membership":
+        row["score"] = membership_score(row["answer"], question)
+    return row
+
+
+def run_questions(
+    answerer: Answerer,
+    corpus: Corpus,
+    questions: list[Question],
+    retrieve: Any,
+    *,
+    private_questions: int | None,
+    labels: Sequence[str] | None = None,
+    seed: int,
+) -> list[dict[str, Any]]:
+    cfg = answerer.config
+    rows: list[dict[str, Any]] = []
+    private_done = 0
+    for qi, q in enumerate(questions):
+        max_tokens = {
+            "population": cfg.answer_tokens,
+            "record": cfg.record_tokens,
+            "attack": cfg.attack_tokens,
+            "membership": cfg.record_tokens,
+        }[q.kind]
+        top, candidates = retrieve(q.text)
+        for label, defense, _params in BASELINES:
+            if labels is not None and label not in labels:
+                continue
+            chunks = [] if label == "no-RAG" else [h.text for h in top]
+            row = answerer.plain(label, defense, q, chunks, max_tokens, seed + 31 * qi)
+            rows.append(_score(row, q, corpus))
+        run_private = q.kind == "population" or private_questions is None
+        if not run_private and private_done < (private_questions or 0):
+            run_private = True
+            private_done += 1
+        if run_private and (labels is None or any(lb.startswith("dp_vote") for lb in labels)):
+            documents = [(f"note-{h.document_id}", h.text) for h in candidates]
+            epsilons = [e for e in cfg.epsilons if labels is None or dp_label(e) in labels]
+            for row in answerer.dp_sweep(q, documents, max_tokens, seed + 31 * qi, epsilons):
+                rows.append(_score(row, q, corpus))
+    return rows
+
+
+def filter_run(
+    answerer: Answerer, corpus: Corpus, retrieve: Any, n: int, seed: int
+) -> list[dict[str, Any]]:
+    """``n`` questions under one lifetime filter: each note's total epsilon stays <= the budget."""
+    import torch
+
+    from companion.decoding.config import DefenseConfig
+    from companion.decoding.defenses.dp_vote import (
+        DpVoteConfig,
+        DpVoteMechanism,
+        calibrate,
+        group_passes,
+    )
+    from companion.decoding.generate import generate_text
+    from companion.decoding.noise import secure_generator
+    from companion.rag.prompt import build_messages, encode_chat
+    from py_core.accounting import IndividualRdpFilter
+
+    cfg = answerer.config
+    tok = answerer.lm.tokenizer
+    flt = IndividualRdpFilter(cfg.document_epsilon, cfg.document_delta)
+    dp = DpVoteConfig(
+        epsilon=cfg.filter_epsilon,
+        groups=cfg.groups,
+        group_tokens=cfg.group_tokens,
+        gate_tokens=cfg.gate_tokens,
+        release_tokens=cfg.release_tokens,
+    )
+    pool = population_questions(corpus) + record_questions(
+        corpus, max(1, len(corpus.facts) // 2), seed=CORPUS_SEED + 11
+    )
+    rows = []
+    prefilled: dict[Any, Any] = {}
+    for i in range(n):
+        q = pool[i % len(pool)]
+        _top, candidates = retrieve(q.text)
+        max_tokens = cfg.answer_tokens if q.kind == "population" else cfg.record_tokens
+        events = calibrate(dp, max_tokens).events()
+        charge = flt.charge_of(events)
+        keys = [f"note-{h.document_id}" for h in candidates]
+        admitted = [
+            (k, h.text)
+            for k, h in zip(keys, candidates, strict=True)
+            if flt.admits(flt.spent.get(k, 0.0), charge)
+        ]
+        messages = [{"role": "user", "content": q.text}]
+
+        def prompt_for(context: str, messages: Any = messages) -> list[int]:
+            return encode_chat(tok, build_messages(messages, context))
+
+        public = prompt_for("")
+        t0 = time.perf_counter()
+        key = (q.text, tuple(k for k, _t in admitted))
+        with torch.inference_mode():
+            if key not in prefilled:  # the same question over the same notes: one prefill
+                passes = group_passes(dp, answerer.lm.model, tok, admitted, prompt_for)
+                if admitted:
+                    passes.prefill()
+                if len(prefilled) >= 16:  # bounded memory: drop the oldest
+                    prefilled.pop(next(iter(prefilled)))
+                prefilled[key] = passes
+            own = prefilled[key].clone()
+
+            made: list[Any] = []
+
+            def build(
+                _d: Any, ctx: Any, own: Any = own, admitted: Any = admitted, made: Any = made
+            ) -> Any:
+                made.append(
+                    DpVoteMechanism(
+                        dp,
+                        max_tokens=ctx.max_tokens,
+                        generator=ctx.generator,
+                        prompt_length=ctx.prompt_length,
+                        documents=admitted,
+                        groups=own,
+                    )
+                )
+                return made[0]
+
+            res = generate_text(
+                answerer.lm.model,
+                tok,
+                public,
+                defense=DefenseConfig("dp_vote", dp),
+                generator=secure_generator("cpu", seed=seed + 104729 * (i + 1)),
+                public_prompt_ids=public,
+                max_new_tokens=max_tokens,
+                build=build,
+            )
+        seconds = time.perf_counter() - t0
+        # Admitted for the worst case, charged what the answer really ran (its gate queries
+        # and vote releases): the filter's adaptive composition (docs/methods/dprag.md).
+        ledger = made[0].votes_ledger
+        realised = made[0].calibration.events(ledger.gated, ledger.released)
+        if admitted and realised:
+            flt.charge([k for k, _t in admitted], realised)
+        spent = list(flt.spent.values())
+        row = _score(
+            {"defense": dp_label(cfg.filter_epsilon), "answer": res.text, "seconds": seconds},
+            q,
+            corpus,
+        )
+        row.update(
+            index=i,
+            candidates=len(candidates),
+            admitted=len(admitted),
+            excluded=len(candidates) - len(admitted),
+            max_document_epsilon=flt.epsilon_of(max(spent)) if spent else 0.0,
+            max_document_rdp=max(spent) if spent else 0.0,
+            documents_charged=len(spent),
+            exhausted=sum(1 for s in spent if not flt.admits(s, charge)),
+            charge_rdp=charge,
+            charged_rdp=flt.charge_of(realised) if admitted and realised else 0.0,
+            released=ledger.released,
+            gated=ledger.gated,
+            budget_rdp=flt.budget,
+            order=flt.order,
+        )
+        rows.append(row)
+    return rows
+
+
+def run_evaluation(config: Config, out: Path, *, threads: int = 1, dtype: str = "float32") -> Path:
+    import torch
+
+    from companion.models import embedder_path, load_embedder
+    from companion.rag.service import RagService
+    from companion.rag.store import DocumentStore
+    from evals.dprag.report import write_report
+
+    torch.set_num_threads(threads)
+    started = time.time()
+    env = common.environment()
+    corpus = generate_corpus(
+        config.records, config.supports, outsiders=config.membership, seed=CORPUS_SEED
+    )
+    main_questions = (
+        population_questions(corpus)
+        + record_questions(corpus, config.record_questions)
+        + attack_questions(corpus, config.attacks)
+    )
+    members = membership_questions(corpus, config.membership)
+    results: dict[str, Any] = {"rows": [], "membership": [], "filter": [], "models": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        rag = RagService(DocumentStore(Path(tmp) / "rag.sqlite3"), load_embedder("cpu"))
+        t_ingest = time.time()
+        for note in corpus.notes:
+            rag.ingest(f"note-{note.id:04d}.txt", note.text.encode(), "clinic")
+        ingest_seconds = time.time() - t_ingest
+        cache: dict[str, tuple[list[Any], list[Any]]] = {}
+
+        def retrieve(text: str) -> tuple[list[Any], list[Any]]:
+            if text not in cache:
+                hits = rag.search(text, "clinic", config.max_candidates)
+                cache[text] = (
+                    hits[: config.top_k],
+                    [h for h in hits if h.score >= config.threshold],
+                )
+            return cache[text]
+
+        for mi, name in enumerate(config.models):
+            t_model = time.time()
+            try:
+                lm = load_model(name, dtype)
+            except Exception as exc:  # a missing model is reported, the run goes on
+                results["models"][name] = {"name": name, "error": f"{type(exc).__name__}: {exc}"}
+                continue
+            results["models"][name] = common.model_identity(lm.source, name=name)
+            answerer = Answerer(lm, config)
+            print(f"[dprag] {name}: main questions", flush=True)
+            rows = run_questions(
+                answerer,
+                corpus,
+                main_questions,
+                retrieve,
+                private_questions=None if mi == 0 else config.other_model_private,
+                seed=CORPUS_SEED + 1000 * mi,
+            )
+            for r in rows:
+                r["model"] = name
+            results["rows"].extend(rows)
+            if mi < config.membership_models:
+                print(f"[dprag] {name}: membership", flush=True)
+                labels = ["none", "no-RAG", "copy_aware", "bounded", dp_label(max(config.epsilons))]
+                mrows = run_questions(
+                    answerer,
+                    corpus,
+                    members,
+                    retrieve,
+                    private_questions=None,
+                    labels=labels,
+                    seed=CORPUS_SEED + 5000 + 1000 * mi,
+                )
+                for r in mrows:
+                    r["model"] = name
+                results["membership"].extend(mrows)
+            if mi == 0 and config.filter_questions:
+                print(f"[dprag] {name}: filter run", flush=True)
+                frows = filter_run(
+                    answerer, corpus, retrieve, config.filter_questions, CORPUS_SEED + 9000
+                )
+                for r in frows:
+                    r["model"] = name
+                results["filter"] = frows
+            results["models"][name]["seconds"] = time.time() - t_model
+            del lm, answerer
+        rag.store.close()
+    results["meta"] = {
+        "sizes": config.sizes(),
+        "smoke": config.smoke,
+        "environment": env,
+        "embedder": common.model_identity(embedder_path(), name="all-MiniLM-L6-v2"),
+        "seconds": time.time() - started,
+        "ingest_seconds": ingest_seconds,
+        "threads": threads,
+        "dtype": dtype,
+        "command": common.command("dprag", out, smoke=config.smoke),
+        "facts": [
+            {"kind": f.kind, "subject": f.subject, "answer": f.answer, "support": f.support}
+            for f in corpus.facts
+        ],
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    common.write_results(out, results)
+    return write_report(results, out)
