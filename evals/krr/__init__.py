@@ -113,14 +113,15 @@ def _only_repeat(args: argparse.Namespace, config: Config) -> Path:
     docs = docs[:n]
     doc_words = [words_of(d) for d in docs]
     doc_zipfs = [[zipf_frequency(w.text) for w in ws] for ws in doc_words]
+    env = environment(device="cpu")  # at the start, like the full run's
     t0 = time.perf_counter()
     results.repeat = repeat_section(
         results.config, docs, doc_words, doc_zipfs, NoisyChannelRestorer(context=True)
     )
-    results.repeat["environment"] = environment(device="cpu")
+    results.repeat["environment"] = env
     results.repeat["run"] = (
-        f"--only repeat, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: added to the "
-        "results of the run described above"
+        f"`veil eval krr --out {display_path(args.out)} --only repeat`, started {env['started']}: "
+        "added to the results of the run described above"
     )
     results.timings["repeat_s"] = time.perf_counter() - t0
     results.notes.extend(goal_notes(results))

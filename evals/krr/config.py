@@ -30,7 +30,7 @@ class Config:
     # without the word memo; repeat_keep_trials letters simulate the voted channel's
     # keep probability; repeat_word_trials runs of the single-word check ("Lovelace").
     # Defaults (the full run's) so that a results.json written before them still loads.
-    repeat_documents: int = 150
+    repeat_documents: int = 300
     repeat_epsilons: tuple[float, ...] = EPSILONS
     repeat_sends: tuple[int, ...] = REPEAT_SENDS
     repeat_alphabets: str = "scripts"
