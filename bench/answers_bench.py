@@ -126,14 +126,26 @@ def build_store(home: Path) -> Any:
     return rag
 
 
-def answer(lm: Any, rag: Any, question: str, defense: str, layout: str, top_k: int = 3) -> str:
+def answer(
+    lm: Any,
+    rag: Any,
+    question: str,
+    defense: str,
+    layout: str,
+    top_k: int = 3,
+    relative: bool = True,
+) -> str:
     from companion.decoding.config import DefenseConfig
     from companion.decoding.generate import GenerationResult, generate_tokens
     from companion.decoding.noise import secure_generator
-    from companion.rag.prompt import build_prompt, fit_context
+    from companion.rag.prompt import build_prompt, fit_context, near_best
+    from companion.rag.retrieval import request_options
+    from companion.settings import Settings
 
-    hits = rag.search(question, "bench", top_k)
-    fitted = fit_context(lm.tokenizer, [h.text for h in hits], 2048)
+    settings = Settings()  # the chat's defaults: retrieval options, context budget and floor
+    hits = rag.search(question, "bench", top_k, request_options(settings, None))
+    keep = near_best([h.score for h in hits], settings.context_relative_score if relative else 0)
+    fitted = fit_context(lm.tokenizer, [h.text for h in hits], settings.context_token_budget, keep)
     messages = [{"role": "user", "content": question}]
     pieces = build_prompt(lm.tokenizer, messages, fitted.texts, layout=layout)
     result = GenerationResult()
@@ -159,6 +171,7 @@ def run(
     layouts: tuple[str, ...],
     defenses: tuple[str, ...],
     out: Path | None = None,
+    baseline: bool = True,
 ) -> dict[str, Any]:
     """``none`` with every layout for every model, then the best layout under ``defenses``.
 
@@ -172,24 +185,26 @@ def run(
     torch.set_num_threads(1)
     result: dict[str, Any] = {"max_tokens": MAX_TOKENS, "rows": [], "chosen_layout": None}
 
-    def cell(lm: Any, rag: Any, model: str, layout: str, defense: str) -> None:
+    def cell(lm: Any, rag: Any, model: str, layout: str, defense: str, floor: bool = True) -> None:
         started = time.time()
         answers: list[dict[str, Any]] = []
         for q in questions:
-            text = answer(lm, rag, q.text, defense, layout)
+            text = answer(lm, rag, q.text, defense, layout, relative=floor)
             answers.append({"question": q.text, "answer": text, "right": score(q, text)})
         right = sum(a["right"] for a in answers)
         row = {
             "model": model,
             "layout": layout,
             "defense": defense,
+            "context_floor": floor,
             "right": right,
             "questions": len(questions),
             "seconds": round(time.time() - started, 1),
             "answers": answers,
         }
         result["rows"].append(row)
-        print(f"  {model} {layout} {defense}: {right}/{len(questions)} ({row['seconds']} s)",
+        print(f"  {model} {layout} floor={floor} {defense}: {right}/{len(questions)} "
+              f"({row['seconds']} s)",
               flush=True)  # fmt: skip
         if out is not None:
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -202,10 +217,14 @@ def run(
             started = time.time()
             loaded[model] = load_causal_lm(model, device="cpu", dtype="float32")
             print(f"{model}: loaded in {time.time() - started:.1f} s", flush=True)
+            if baseline:  # the pipeline before this benchmark: system layout, every chunk
+                cell(loaded[model], rag, model, "system", "none", floor=False)
             for layout in layouts:
                 cell(loaded[model], rag, model, layout, "none")
         totals = {
-            layout: sum(r["right"] for r in result["rows"] if r["layout"] == layout)
+            layout: sum(
+                r["right"] for r in result["rows"] if r["layout"] == layout and r["context_floor"]
+            )
             for layout in layouts
         }
         chosen = max(layouts, key=lambda layout: totals[layout])  # ties: the first listed
@@ -219,10 +238,15 @@ def run(
 
 
 def table(result: dict[str, Any]) -> str:
-    lines = ["| model | prompt layout | defense | right | of |", "|---|---|---|---:|---:|"]
+    lines = [
+        "| model | prompt layout | context floor | defense | right | of |",
+        "|---|---|---|---|---:|---:|",
+    ]
     for r in result["rows"]:
+        floor = "0.5 of the best" if r["context_floor"] else "off"
         lines.append(
-            f"| {r['model']} | {r['layout']} | {r['defense']} | {r['right']} | {r['questions']} |"
+            f"| {r['model']} | {r['layout']} | {floor} | {r['defense']} | {r['right']} "
+            f"| {r['questions']} |"
         )
     return "\n".join(lines)
 
@@ -247,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         models = tuple(args.models or MODELS)
         questions = QUESTIONS
         layouts, defenses = PROMPT_LAYOUTS, DEFENSES
-    result = run(models, questions, layouts, defenses, args.out)
+    result = run(models, questions, layouts, defenses, args.out, baseline=not args.smoke)
     print(table(result))
     return 0
 

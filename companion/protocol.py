@@ -142,7 +142,8 @@ class Citation(BaseModel):
     heading: str | None = None
     # What of the chunk entered the prompt under the context token budget
     # (settings.context_token_budget; the receipt's "context" gives the totals).
-    included: Literal["whole", "partial", "cut"] = "whole"
+    # "dropped": left out for scoring far below the best chunk (context_relative_score).
+    included: Literal["whole", "partial", "cut", "dropped"] = "whole"
     included_chars: int | None = None  # characters of its text in the prompt
 
 

@@ -97,7 +97,15 @@ class Settings(BaseSettings):
         "page's default too); while it has no documents, such a request answers without "
         "retrieval; empty: no retrieval unless a request names a collection",
     )
-    prompt_layout: Literal["system", "user"] = Field(
+    context_relative_score: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="a retrieved chunk enters the prompt only if its score is at least this "
+        "fraction of the best chunk's (0: every retrieved chunk); small models mix up "
+        "documents otherwise (bench/answers_bench.py, docs/rag/answers.md)",
+    )
+    prompt_layout: Literal["system", "user", "nearest"] = Field(
         default="user",
         description="where the retrieved context goes in the prompt: the system message "
         "(system) or, numbered, in the last user message before the question with a grounded "

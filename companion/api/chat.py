@@ -146,7 +146,7 @@ class _Prepared:
 
     def fit_context(self, settings: Settings, engine: Any) -> None:
         """Keep the retrieved chunks, best first, within ``context_token_budget`` tokens."""
-        from companion.rag.prompt import fit_context
+        from companion.rag.prompt import fit_context, near_best
 
         if not self.hits:
             return
@@ -154,6 +154,7 @@ class _Prepared:
             _lm(engine, self.model).tokenizer,
             [h.text for h in self.hits],
             settings.context_token_budget,
+            keep=near_best([h.score for h in self.hits], settings.context_relative_score),
         )
         self.context_texts = fitted.texts
         self.context = fitted.report()
@@ -276,23 +277,51 @@ def _make_work(engine: Any, prep: _Prepared, result: Any) -> Any:
         lm = _lm(engine, prep.model)
         pieces = build_prompt(lm.tokenizer, prep.messages, prep.context_texts, prep.layout)
         generator = secure_generator(lm.device, prep.body.seed)
+        own: dict[str, Any] = {}
+        if not prep.defense.defense.private_pass:  # dp_vote: one prompt per document group
+            own = _group_inputs(lm.tokenizer, prep)
         yield from generate_tokens(
             lm.model,
             lm.tokenizer,
-            pieces.prompt_ids,
+            own.get("public_prompt_ids", pieces.prompt_ids),
             defense=prep.defense,
             generator=generator,
             context_text=pieces.context_text,
-            public_prompt_ids=pieces.public_prompt_ids,
+            public_prompt_ids=own.get("public_prompt_ids", pieces.public_prompt_ids),
             max_new_tokens=prep.max_tokens,
             temperature=prep.temperature,
             stop=[*prep.body.stop_list(), *getattr(lm, "stops", ())],
             cancel=cancel,
             result=result,
             prefill_chunk=prep.prefill_chunk,
+            documents=own.get("documents", ()),
+            prompt_for=own.get("prompt_for"),
         )
 
     return work
+
+
+def _group_inputs(tokenizer: Any, prep: _Prepared) -> dict[str, Any]:
+    """For a defense that runs its own passes (dp_vote): documents, group prompts, public prompt.
+
+    The documents are the retrieved chunks with their document's id (every chunk of a
+    document lands in the same group); the public prompt is the grounded one whether or
+    not anything was retrieved, so it never depends on the documents.
+    """
+    from companion.rag.prompt import build_messages, build_prompt, encode_chat
+
+    def prompt_for(context: str) -> list[int]:
+        chunks = [context] if context else []
+        return build_prompt(tokenizer, prep.messages, chunks, prep.layout).prompt_ids
+
+    public = encode_chat(
+        tokenizer, build_messages(prep.messages, "", layout=prep.layout, grounded=True)
+    )
+    return {
+        "documents": [(str(h.document_id), h.text) for h in prep.hits],
+        "prompt_for": prompt_for,
+        "public_prompt_ids": public,
+    }
 
 
 @router.post(
@@ -477,6 +506,9 @@ def chat_settings(settings: SettingsDep, engine: EngineDep) -> dict[str, Any]:
         "model": engine.model_id,
         "default_collection": settings.default_collection,
         "retrieval_top_k": settings.retrieval_top_k,
+        "retrieval_mode": settings.retrieval_mode,
+        "retrieval_modes": ["hybrid", "vector", "bm25"],
+        "retrieval_min_score": settings.retrieval_min_score,
         "default_max_tokens": settings.default_max_tokens,
         "max_tokens_limit": settings.max_tokens_limit,
         "followup_query": settings.followup_query,

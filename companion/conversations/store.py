@@ -42,7 +42,16 @@ CREATE INDEX IF NOT EXISTS messages_conversation ON messages(conversation_id, id
 
 MAX_TITLE = 200
 SETTING_KEYS = frozenset(
-    {"model", "collection", "use_documents", "defense", "defense_params", "max_tokens"}
+    {
+        "model",
+        "collection",
+        "use_documents",
+        "defense",
+        "defense_params",
+        "max_tokens",
+        "retrieval_mode",
+        "retrieval_min_score",
+    }
 )
 ROLES = ("system", "user", "assistant")
 

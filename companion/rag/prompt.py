@@ -7,8 +7,12 @@ Two layouts (``PROMPT_LAYOUTS``):
 * ``user``: a grounded instruction in the system message (answer from the
   documents, copy names/numbers/dates as written, say so when they do not say),
   and the numbered documents inside the last user message, just before the
-  question -- what the bundled 135M/270M models answer best from
-  (bench/answers_bench.py; docs/rag/answers.md has the table).
+  question, best first;
+* ``nearest``: the same with the best document last, next to the question (small
+  models lean on what they read last).
+
+bench/answers_bench.py measures them with the bundled 135M/270M models
+(docs/rag/answers.md has the table).
 
 The *public* prompt is the same conversation with an empty context, which the
 ``bounded`` defense needs for its second pass.  The documents are numbered
@@ -31,7 +35,7 @@ GROUNDED_PROMPT = (
     "few words, copying names, numbers and dates exactly as the documents write them. If "
     "the documents do not say, answer: The documents do not say."
 )
-PROMPT_LAYOUTS: tuple[str, ...] = ("system", "user")
+PROMPT_LAYOUTS: tuple[str, ...] = ("system", "user", "nearest")
 DEFAULT_LAYOUT = "user"
 
 
@@ -46,7 +50,7 @@ class PromptPieces:
 class Kept:
     """What of one retrieved chunk entered the prompt."""
 
-    included: Literal["whole", "partial", "cut"]
+    included: Literal["whole", "partial", "cut", "dropped"]
     tokens: int  # its tokens in the prompt
     chars: int  # its characters in the prompt
     total_tokens: int  # its tokens before the budget
@@ -68,20 +72,44 @@ class FittedContext:
             "whole": [i + 1 for i, k in enumerate(self.kept) if k.included == "whole"],
             "partial": [i + 1 for i, k in enumerate(self.kept) if k.included == "partial"],
             "cut": [i + 1 for i, k in enumerate(self.kept) if k.included == "cut"],
+            "dropped": [i + 1 for i, k in enumerate(self.kept) if k.included == "dropped"],
         }
 
 
-def fit_context(tokenizer: Any, chunks: Sequence[str], budget_tokens: int) -> FittedContext:
+def near_best(scores: Sequence[float], ratio: float) -> list[bool]:
+    """Which chunks score at least ``ratio`` times the best one (all of them when ``ratio``
+    is 0 or the best score is not positive).
+
+    Small models mix up documents: with a consultation note (cosine 0.5 to the
+    question) and an unrelated letter (0.2) in the prompt, SmolLM2-135M answered a
+    question about the note with the letter's doctor (docs/rag/answers.md).
+    """
+    best = max(scores, default=0.0)
+    if ratio <= 0 or best <= 0:
+        return [True] * len(scores)
+    return [s >= ratio * best for s in scores]
+
+
+def fit_context(
+    tokenizer: Any,
+    chunks: Sequence[str],
+    budget_tokens: int,
+    keep: Sequence[bool] | None = None,
+) -> FittedContext:
     """Keep chunks in order (best first) while they fit in ``budget_tokens``; cut the rest.
 
     The chunk that crosses the budget is kept up to the budget (its first tokens),
     so the prompt never carries more than ``budget_tokens`` tokens of context.
+    A chunk whose ``keep`` is False (:func:`near_best`) is left out as ``dropped``.
     """
     left = budget_tokens
     texts: list[str] = []
     kept: list[Kept] = []
-    for chunk in chunks:
+    for n, chunk in enumerate(chunks):
         ids = list(tokenizer.encode(chunk.strip(), add_special_tokens=False))
+        if keep is not None and not keep[n]:
+            kept.append(Kept("dropped", 0, 0, len(ids)))
+            continue
         if len(ids) <= left:
             texts.append(chunk)
             kept.append(Kept("whole", len(ids), len(chunk), len(ids)))
@@ -99,9 +127,13 @@ def fit_context(tokenizer: Any, chunks: Sequence[str], budget_tokens: int) -> Fi
 
 
 def format_context(chunks: Sequence[str], layout: str = "system") -> str:
+    """The chunks (best first) as the prompt shows them: numbered in the ``user`` and
+    ``nearest`` layouts; ``nearest`` lists them best last, next to the question (each
+    keeps its number, the citation's)."""
     texts = [chunk.strip() for chunk in chunks if chunk.strip()]
-    if layout == "user":
-        return "\n\n".join(f"[{i}] {text}" for i, text in enumerate(texts, start=1))
+    if layout in ("user", "nearest"):
+        numbered = [f"[{i}] {text}" for i, text in enumerate(texts, start=1)]
+        return "\n\n".join(reversed(numbered) if layout == "nearest" else numbered)
     return "\n\n".join(texts)
 
 
@@ -127,7 +159,7 @@ def build_messages(
     """
     user_system = [m["content"] for m in messages if m["role"] == "system"]
     rest = [dict(m) for m in messages if m["role"] != "system"]
-    if _check_layout(layout) == "user" and (context_text or grounded):
+    if _check_layout(layout) in ("user", "nearest") and (context_text or grounded):
         system = "\n\n".join([system_prompt or GROUNDED_PROMPT, *user_system])
         last = max((i for i, m in enumerate(rest) if m["role"] == "user"), default=None)
         if last is not None:

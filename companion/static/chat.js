@@ -65,6 +65,14 @@ function applySettings() {
   $("files").accept = s.upload.extensions.join(",");
   const mb = (s.upload.max_upload_bytes / 1e6).toFixed(0);
   $("files-hint").textContent = `Accepted files: ${s.upload.extensions.join(" ")} (up to ${mb} MB per upload).`;
+  $("retrieval-mode").textContent = "";
+  for (const mode of s.retrieval_modes) {
+    $("retrieval-mode").append(new Option(mode + (mode === s.retrieval_mode ? " (default)" : ""), mode, false, mode === s.retrieval_mode));
+  }
+  const floor = s.retrieval_min_score == null ? -1 : s.retrieval_min_score;
+  if (!$("min-score").value) $("min-score").value = floor;
+  $("min-score-hint").textContent = "A passage whose similarity to the question is below this " +
+    `(−1 to 1; default ${floor}) is never used, so an unrelated question gets no passages; −1: no minimum.`;
   $("max-tokens").max = s.max_tokens_limit;
   if (!$("max-tokens").value) $("max-tokens").value = s.default_max_tokens;
   $("max-tokens-hint").textContent = `Longest answer, in tokens (1–${s.max_tokens_limit}; ` +
@@ -131,6 +139,12 @@ function validate() {
   max.classList.remove("invalid");
   if (!Number.isInteger(tokens) || tokens < 1 || tokens > limit) {
     problems.push([max, `max tokens must be a whole number from 1 to ${limit}`]);
+  }
+  const score = $("min-score");
+  score.classList.remove("invalid");
+  const v = Number(score.value);
+  if (score.value.trim() === "" || !Number.isFinite(v) || v < -1 || v > 1) {
+    problems.push([score, "minimum relevance must be a number from -1 to 1 (-1: no minimum)"]);
   }
   for (const [input] of problems) input.classList.add("invalid");
   $("settings-state").textContent = problems.length ? "Not sent: " + problems.map((p) => p[1]).join("; ") + "." : "";
@@ -280,6 +294,8 @@ function currentSettings() {
     defense: $("defense").value,
     defense_params: knobValues(),
     max_tokens: Number($("max-tokens").value) || null,
+    retrieval_mode: $("retrieval-mode").value || null,
+    retrieval_min_score: Number($("min-score").value),
   };
 }
 
@@ -384,6 +400,8 @@ async function openConversation(id) {
   if (s.defense && defenses.byName[s.defense]) { $("defense").value = s.defense; renderKnobs(s.defense_params || {}); }
   if (s.max_tokens) $("max-tokens").value = s.max_tokens;
   if (typeof s.use_documents === "boolean") $("use-rag").checked = s.use_documents;
+  if (s.retrieval_mode) $("retrieval-mode").value = s.retrieval_mode;
+  if (typeof s.retrieval_min_score === "number") $("min-score").value = s.retrieval_min_score;
   if (s.collection) await refreshCollections(s.collection);
   if (s.model && state.models.some((m) => m.id === s.model) && s.model !== $("model").value) {
     $("model").value = s.model;
@@ -431,6 +449,7 @@ function receiptRows(r) {
     const cut = [];
     if (ctx.partial.length) cut.push(`cut short: #${ctx.partial.join(", #")}`);
     if (ctx.cut.length) cut.push(`left out: #${ctx.cut.join(", #")}`);
+    if (ctx.dropped && ctx.dropped.length) cut.push(`far less relevant, left out: #${ctx.dropped.join(", #")}`);
     rows.push(["retrieved context", `${ctx.tokens} of ${ctx.retrieved_tokens} tokens ` +
       `(budget ${ctx.budget_tokens}; ${plural(ctx.chunks, "chunk")})` + (cut.length ? `; ${cut.join("; ")}` : "")]);
   }
@@ -485,6 +504,7 @@ function renderReceipt(div, veil) {
       li.append(place);
       if (c.text == null) { cites.append(li); continue; } // a guest's: the title only
       const kept = c.included === "cut" ? ", not in the prompt: over the context budget"
+        : c.included === "dropped" ? ", not in the prompt: far less relevant than the best passage"
         : c.included === "partial" ? `, first ${c.included_chars} characters in the prompt` : "";
       li.append(` (passage ${c.chunk_index + 1}, score ${c.score.toFixed(2)}${kept}) `);
       const q = document.createElement("mark");
@@ -535,6 +555,11 @@ async function ask(event) {
     defense: $("defense").value, defense_params: knobValues(),
   };
   if ($("model").value) body.model = $("model").value;
+  if (body.collection !== null) {
+    // Always sent: the page shows the API's defaults, and asks for exactly what it shows.
+    body.retrieval_mode = $("retrieval-mode").value;
+    body.retrieval_min_score = Number($("min-score").value);
+  }
   // The API's rule, written out: a named collection that does not exist yet is left out
   // (the companion's default applies), unticked means no retrieval at all.
   if (!$("use-rag").checked) body.collection = null;
@@ -579,6 +604,8 @@ $("defense").onchange = () => { renderKnobs(); saveSettings(); };
 $("knobs").addEventListener("change", () => { validate(); saveSettings(); });
 $("max-tokens").onchange = () => { validate(); saveSettings(); };
 $("use-rag").onchange = saveSettings;
+$("retrieval-mode").onchange = saveSettings;
+$("min-score").onchange = () => { validate(); saveSettings(); };
 $("collection").onchange = async () => { await refreshDocuments(); await saveSettings(); };
 $("model").onchange = chooseModel;
 $("upload").onclick = upload;

@@ -76,3 +76,23 @@ def test_a_model_without_a_chat_template_gets_the_base_layout():
     templated = Bare()
     templated.chat_template = "{{ messages }}"
     assert ensure_chat_template(templated) == () and templated.chat_template == "{{ messages }}"
+
+
+def test_the_nearest_layout_puts_the_best_document_next_to_the_question():
+    context = format_context(["best", "second", "third"], "nearest")
+    assert context == "[3] third\n\n[2] second\n\n[1] best"
+    messages = build_messages(CONVERSATION, context, layout="nearest")
+    assert messages[-1]["content"].endswith("[1] best\n\nQuestion: And the dose?")
+
+
+def test_chunks_far_below_the_best_are_dropped_from_the_prompt():
+    from companion.rag.prompt import fit_context, near_best
+
+    assert near_best([0.5, 0.3, 0.2], 0.5) == [True, True, False]
+    assert near_best([0.5, 0.2], 0.0) == [True, True] and near_best([], 0.5) == []
+    assert near_best([-0.1, -0.2], 0.5) == [True, True]  # no positive best: nothing to judge by
+    fitted = fit_context(WordTokenizer(), ["a b", "c d e", "f"], 100, keep=[True, False, True])
+    assert fitted.texts == ["a b", "f"]
+    assert [k.included for k in fitted.kept] == ["whole", "dropped", "whole"]
+    report = fitted.report()
+    assert report["dropped"] == [2] and report["tokens"] == 3 and report["retrieved_tokens"] == 6

@@ -176,3 +176,20 @@ def test_the_page_learns_where_the_token_is_without_a_token(client, home):
     body = response.json()
     assert body["token_file"] == str(home / "token") and str(home) in body["explanation"]
     assert client.app_state.token not in json.dumps(body)
+
+
+def test_the_page_and_the_api_have_one_set_of_defense_defaults(client):
+    """The knobs the page shows (GET /v1/defenses) are what a request without
+    defense_params gets: the receipt of such an answer carries the same parameters."""
+    from companion.decoding.config import DefenseConfig
+
+    listed = client.get("/v1/defenses").json()
+    assert listed["default"] == client.get("/v1/chat/settings").json()["defense"]
+    for entry in listed["data"]:
+        applied = DefenseConfig.from_options(entry["name"], {}).to_dict()["params"]
+        shown = {k["name"]: k["default"] for k in entry["knobs"]}
+        assert {k: applied[k] for k in shown} == shown, entry["name"]
+    receipt = _ask(client, collection=None).json()["veil"]["receipt"]
+    default = next(e for e in listed["data"] if e["name"] == listed["default"])
+    shown = {k["name"]: k["default"] for k in default["knobs"]}
+    assert {k: receipt["params"][k] for k in shown} == shown
