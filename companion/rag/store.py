@@ -198,6 +198,7 @@ class DocumentStore:
     _conn: sqlite3.Connection = field(init=False, repr=False)
     _lock: threading.RLock = field(init=False, repr=False, default_factory=threading.RLock)
     _cache: dict[str, VectorIndex] = field(init=False, repr=False, default_factory=dict)
+    _unsaved: set[str] = field(init=False, repr=False, default_factory=set)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -325,6 +326,7 @@ class DocumentStore:
 
     def close(self) -> None:
         with self._lock:
+            self.save_indexes()
             self._conn.close()
 
     # -------------------------------------------------------------- collections
@@ -355,6 +357,8 @@ class DocumentStore:
                 return False
             self._conn.execute("DELETE FROM collections WHERE id = ?", (cid,))
             self._cache.pop(name, None)
+            self._unsaved.discard(name)
+            self._drop_saved(name)
             return True
 
     # ---------------------------------------------------------------- documents
@@ -497,7 +501,12 @@ class DocumentStore:
         count = self.chunk_count(collection)
         index: VectorIndex
         if count >= self.ann_min_chunks:
-            index = IvfIndex.build(count, lambda: self._vector_batches(collection))
+            loaded = self._load_ivf(collection)
+            if loaded is None:
+                index = IvfIndex.build(count, lambda: self._vector_batches(collection))
+                self._unsaved.add(collection)
+            else:
+                index = loaded
         else:
             ids, mat = [], []
             for batch_ids, batch in self._vector_batches(collection):
@@ -531,14 +540,69 @@ class DocumentStore:
             last = int(ids[-1])
 
     def _index_added(self, collection: str, ids: np.ndarray, vecs: np.ndarray) -> None:
+        self._drop_saved(collection)
         index = self._cache.get(collection)
         if index is not None and not index.add(ids, vecs):
             self._cache.pop(collection, None)
+        elif index is not None:
+            self._unsaved.add(collection)
 
     def _index_removed(self, collection: str, ids: np.ndarray) -> None:
+        self._drop_saved(collection)
         index = self._cache.get(collection)
         if index is not None and not index.remove(ids):
             self._cache.pop(collection, None)
+        elif index is not None:
+            self._unsaved.add(collection)
+
+    # The approximate index on disk: <store>.ivf/<collection>.faiss and its .json (the
+    # chunks it holds: count, id sum, largest id; nprobe).  Written at close().
+    def _ivf_paths(self, collection: str) -> tuple[Path, Path]:
+        folder = self.path.with_name(self.path.name + ".ivf")
+        return folder / f"{collection}.faiss", folder / f"{collection}.json"
+
+    def _fingerprint(self, collection: str) -> list[int]:
+        row = self._conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(k.id), 0), COALESCE(MAX(k.id), 0) FROM chunks k "
+            "JOIN documents d ON d.id = k.document_id JOIN collections c "
+            "ON c.id = d.collection_id WHERE c.name = ?",
+            (collection,),
+        ).fetchone()
+        return [int(row[0]), int(row[1]), int(row[2])]
+
+    def _load_ivf(self, collection: str) -> IvfIndex | None:
+        data, meta = self._ivf_paths(collection)
+        if not (data.is_file() and meta.is_file()):
+            return None
+        try:
+            saved = json.loads(meta.read_text())
+            if saved.get("chunks") != self._fingerprint(collection):
+                self._drop_saved(collection)
+                return None
+            return IvfIndex.load(data, int(saved["nprobe"]))
+        except Exception:  # a damaged copy: rebuilt from the store
+            self._drop_saved(collection)
+            return None
+
+    def _drop_saved(self, collection: str) -> None:
+        for file in self._ivf_paths(collection):
+            file.unlink(missing_ok=True)
+
+    def save_indexes(self) -> None:
+        """Write each changed approximate index beside the store (close() calls this)."""
+        with self._lock:
+            for collection in sorted(self._unsaved):
+                index = self._cache.get(collection)
+                if not isinstance(index, IvfIndex):
+                    continue
+                data, meta = self._ivf_paths(collection)
+                data.parent.mkdir(mode=0o700, exist_ok=True)
+                index.save(data)
+                meta.write_text(
+                    json.dumps({"chunks": self._fingerprint(collection), "nprobe": index.nprobe})
+                )
+                os.chmod(meta, 0o600)
+            self._unsaved.clear()
 
     def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
         """The stored (normalised, float32) vectors of these chunks, for exact re-scoring."""

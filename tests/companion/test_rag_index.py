@@ -75,3 +75,42 @@ def test_small_collections_stay_exact(tmp_path):
     _doc(store, "a.txt", vecs)
     store.search("big", vecs[0], 3)
     assert isinstance(store._cache["big"], ExactIndex)
+
+
+def test_the_ivf_index_is_saved_at_close_and_loaded_after_a_restart(tmp_path, monkeypatch):
+    """close() writes the index (0600) beside the store; the next first search loads it
+    instead of rebuilding; any write removes the saved copy at once (a deleted document's
+    vectors do not stay on disk) and a stale copy is never used."""
+    import stat
+
+    path = tmp_path / "s.sqlite3"
+    store = DocumentStore(path, embedding_model="t", ann_min_chunks=500)
+    vecs = clustered(900, seed=5)
+    _doc(store, "a.txt", vecs[:450])
+    second = _doc(store, "b.txt", vecs[450:])
+    before = [h.chunk_id for h in store.search("big", vecs[3], 5)]
+    store.close()
+    data, meta = tmp_path / "s.sqlite3.ivf" / "big.faiss", tmp_path / "s.sqlite3.ivf" / "big.json"
+    assert data.is_file() and stat.S_IMODE(data.stat().st_mode) == 0o600
+    assert stat.S_IMODE(meta.stat().st_mode) == 0o600
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("rebuilt although a saved index matched")
+
+    monkeypatch.setattr(IvfIndex, "build", no_build)
+    again = DocumentStore(path, embedding_model="t", ann_min_chunks=500)
+    assert [h.chunk_id for h in again.search("big", vecs[3], 5)] == before
+    assert again.delete_document(second)
+    assert not data.exists() and not meta.exists()  # removed with the document
+    again.close()
+    assert data.is_file()  # saved again, without b.txt
+    monkeypatch.undo()
+    # Another writer that never searched: its write drops the saved copy too.
+    other = DocumentStore(path, embedding_model="t", ann_min_chunks=500)
+    _doc(other, "c.txt", clustered(5, seed=6))
+    assert not data.exists()
+    other.close()
+    third = DocumentStore(path, embedding_model="t", ann_min_chunks=500)
+    assert third.search("big", vecs[3], 1)[0].document == "a.txt"
+    assert third.delete_collection("big") and not data.exists()
+    third.close()
