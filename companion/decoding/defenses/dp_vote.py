@@ -247,7 +247,7 @@ class DpVoteMechanism:
         prompt_length: int,
         documents: Sequence[tuple[str, str]] = (),
         groups: GroupPasses | None = None,
-        vote_fn: Callable[[list[int]], Sequence[int]] | None = None,
+        vote_fn: Callable[[list[int]], Sequence[int | None]] | None = None,
     ) -> None:
         if groups is None and vote_fn is None:
             raise InvalidParameterError("dp_vote needs the group passes or a vote function")
