@@ -134,6 +134,7 @@ class Answerer:
             context_text=pieces.context_text,
             public_prompt_ids=pieces.public_prompt_ids,
             max_new_tokens=max_tokens,
+            stop=getattr(self.lm, "stops", ()),
         )
         seconds = time.perf_counter() - t0
         receipt = res.receipt.to_dict() if res.receipt else {}
@@ -212,6 +213,7 @@ class Answerer:
                 generator=secure_generator("cpu", seed=seed + 7919 * (i + 1)),
                 public_prompt_ids=public,
                 max_new_tokens=max_tokens,
+                stop=getattr(self.lm, "stops", ()),
                 build=build,
             )
             seconds = prefill + time.perf_counter() - t1
@@ -381,6 +383,7 @@ def filter_run(
                 generator=secure_generator("cpu", seed=seed + 104729 * (i + 1)),
                 public_prompt_ids=public,
                 max_new_tokens=max_tokens,
+                stop=getattr(answerer.lm, "stops", ()),
                 build=build,
             )
         seconds = time.perf_counter() - t0
@@ -437,6 +440,7 @@ def run_evaluation(config: Config, out: Path, *, threads: int = 1, dtype: str = 
     )
     members = membership_questions(corpus, config.membership)
     results: dict[str, Any] = {"rows": [], "membership": [], "filter": [], "models": {}}
+    ingest_seconds = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         rag = RagService(DocumentStore(Path(tmp) / "rag.sqlite3"), load_embedder("cpu"))
         t_ingest = time.time()
@@ -454,68 +458,93 @@ def run_evaluation(config: Config, out: Path, *, threads: int = 1, dtype: str = 
                 )
             return cache[text]
 
+        def meta() -> dict[str, Any]:
+            return {
+                "sizes": config.sizes(),
+                "smoke": config.smoke,
+                "environment": env,
+                "embedder": common.model_identity(embedder_path(), name="all-MiniLM-L6-v2"),
+                "seconds": time.time() - started,
+                "ingest_seconds": ingest_seconds,
+                "threads": threads,
+                "dtype": dtype,
+                "command": common.command("dprag", out, smoke=config.smoke),
+                "facts": [
+                    {"kind": f.kind, "subject": f.subject, "answer": f.answer, "support": f.support}
+                    for f in corpus.facts
+                ],
+                "errors": errors,
+            }
+
+        errors: list[str] = []
+
+        def stage(label: str, work: Any) -> Any:
+            """Run one stage; a failure is recorded and the rest goes on; save what is done."""
+            print(f"[dprag] {label}", flush=True)
+            try:
+                return work()
+            except Exception as exc:  # reported in the results, not hidden
+                errors.append(f"{label}: {type(exc).__name__}: {exc}")
+                print(f"[dprag] {label} failed: {exc!r}", flush=True)
+                return None
+            finally:
+                results["meta"] = meta()
+                common.write_results(out, results)
+
         for mi, name in enumerate(config.models):
             t_model = time.time()
             try:
                 lm = load_model(name, dtype)
             except Exception as exc:  # a missing model is reported, the run goes on
                 results["models"][name] = {"name": name, "error": f"{type(exc).__name__}: {exc}"}
+                errors.append(f"{name}: {type(exc).__name__}: {exc}")
                 continue
             results["models"][name] = common.model_identity(lm.source, name=name)
             answerer = Answerer(lm, config)
-            print(f"[dprag] {name}: main questions", flush=True)
-            rows = run_questions(
-                answerer,
-                corpus,
-                main_questions,
-                retrieve,
-                private_questions=None if mi == 0 else config.other_model_private,
-                seed=CORPUS_SEED + 1000 * mi,
-            )
-            for r in rows:
-                r["model"] = name
-            results["rows"].extend(rows)
-            if mi < config.membership_models:
-                print(f"[dprag] {name}: membership", flush=True)
-                labels = ["none", "no-RAG", "copy_aware", "bounded", dp_label(max(config.epsilons))]
-                mrows = run_questions(
+
+            def main_stage(mi: int = mi, name: str = name, answerer: Any = answerer) -> None:
+                rows = run_questions(
                     answerer,
                     corpus,
-                    members,
+                    main_questions,
                     retrieve,
-                    private_questions=None,
-                    labels=labels,
-                    seed=CORPUS_SEED + 5000 + 1000 * mi,
+                    private_questions=None if mi == 0 else config.other_model_private,
+                    seed=CORPUS_SEED + 1000 * mi,
                 )
-                for r in mrows:
-                    r["model"] = name
-                results["membership"].extend(mrows)
+                results["rows"].extend({**r, "model": name} for r in rows)
+
+            stage(f"{name}: main questions", main_stage)
+            if mi < config.membership_models:
+                labels = ["none", "no-RAG", "copy_aware", "bounded", dp_label(max(config.epsilons))]
+
+                def member_stage(
+                    mi: int = mi, name: str = name, answerer: Any = answerer, labels: Any = labels
+                ) -> None:
+                    mrows = run_questions(
+                        answerer,
+                        corpus,
+                        members,
+                        retrieve,
+                        private_questions=None,
+                        labels=labels,
+                        seed=CORPUS_SEED + 5000 + 1000 * mi,
+                    )
+                    results["membership"].extend({**r, "model": name} for r in mrows)
+
+                stage(f"{name}: membership", member_stage)
             if mi == 0 and config.filter_questions:
-                print(f"[dprag] {name}: filter run", flush=True)
-                frows = filter_run(
-                    answerer, corpus, retrieve, config.filter_questions, CORPUS_SEED + 9000
-                )
-                for r in frows:
-                    r["model"] = name
-                results["filter"] = frows
+
+                def filter_stage(name: str = name, answerer: Any = answerer) -> None:
+                    frows = filter_run(
+                        answerer, corpus, retrieve, config.filter_questions, CORPUS_SEED + 9000
+                    )
+                    results["filter"] = [{**r, "model": name} for r in frows]
+
+                stage(f"{name}: filter run", filter_stage)
             results["models"][name]["seconds"] = time.time() - t_model
             del lm, answerer
         rag.store.close()
-    results["meta"] = {
-        "sizes": config.sizes(),
-        "smoke": config.smoke,
-        "environment": env,
-        "embedder": common.model_identity(embedder_path(), name="all-MiniLM-L6-v2"),
-        "seconds": time.time() - started,
-        "ingest_seconds": ingest_seconds,
-        "threads": threads,
-        "dtype": dtype,
-        "command": common.command("dprag", out, smoke=config.smoke),
-        "facts": [
-            {"kind": f.kind, "subject": f.subject, "answer": f.answer, "support": f.support}
-            for f in corpus.facts
-        ],
-    }
     out.mkdir(parents=True, exist_ok=True)
+    results["meta"]["seconds"] = time.time() - started
     common.write_results(out, results)
     return write_report(results, out)
