@@ -394,7 +394,21 @@ def _receipt(prep: _Prepared, result: Any) -> dict[str, Any]:
     receipt: dict[str, Any] = result.receipt.to_dict() if result.receipt else {}
     if prep.context is not None:
         receipt["context"] = prep.context
+    details = getattr(result, "details", None) or {}
+    if details:  # dp_vote: counts of what its vote did (functions of its noisy releases only)
+        receipt["votes"] = {k: details[k] for k in _VOTE_FIELDS if k in details}
     return receipt
+
+
+_VOTE_FIELDS = (
+    "released_tokens",
+    "released_tokens_allowed",
+    "agreed_tokens",
+    "weak_vote_tokens",
+    "public_fallback_tokens",
+    "budget_spent",
+    "note",
+)
 
 
 def _completion(prep: _Prepared, model_id: str, result: Any) -> JSONResponse:

@@ -427,7 +427,7 @@ function receiptKind(r) {
   return r.meaningful ? "meaningful" : "weak";
 }
 
-function receiptRows(r) {
+function receiptRows(r, budget) {
   const eps = (text) => (text == null ? "—" : text);
   const rows = [["defense", r.label || r.mechanism]];
   if (r.formal) {
@@ -444,6 +444,21 @@ function receiptRows(r) {
   const params = Object.entries(r.params || {}).map(([k, v]) => `${k}=${v}`).join(", ");
   if (params) rows.push(["parameters", params]);
   for (const note of r.notes || []) rows.push(["note", note]);
+  const v = r.votes;
+  if (v) {
+    rows.push(["private vote", `${v.released_tokens} of ${v.released_tokens_allowed} tokens went to the ` +
+      `document groups' vote, ${v.agreed_tokens} agreed with the model without documents` +
+      (v.budget_spent ? `; the answer's budget was spent: ${v.public_fallback_tokens} later tokens ` +
+        "are the model's alone" : "")]);
+  }
+  if (budget && budget.formal) {
+    rows.push(["document budget", budget.note]);
+    for (const d of budget.documents || []) {
+      rows.push([`· ${d.document}`, `${(100 * d.spent_fraction).toFixed(1)}% of its lifetime budget ` +
+        `spent (ε ${d.spent_epsilon.toFixed(2)}), ${(100 * d.remaining_fraction).toFixed(1)}% left` +
+        (d.in_context ? "" : "; charged, not in the context")]);
+    }
+  }
   const ctx = r.context;
   if (ctx) {
     const cut = [];
@@ -481,7 +496,7 @@ function renderReceipt(div, veil) {
   summary.textContent = "details";
   const table = document.createElement("table");
   table.className = "receipt-table";
-  for (const [key, value] of receiptRows(r)) {
+  for (const [key, value] of receiptRows(r, veil.budget)) {
     const tr = document.createElement("tr");
     const th = document.createElement("th");
     th.textContent = key;

@@ -270,6 +270,12 @@ def test_a_guest_key_with_dp_vote_as_its_fixed_defense(client):  # noqa: F811
     assert receipt["params"]["epsilon"] == 6.0 and receipt["params"]["groups"] == 4
     assert receipt["epsilon"] == pytest.approx(6.0, rel=1e-6)
     assert veil_info["budget"]["covered"] is True  # the document budget charged it
+    votes = receipt["votes"]  # what the vote did, in counts; never which documents
+    assert votes["released_tokens_allowed"] == 3 and "documents" not in votes  # min(5, 3 tokens)
+    assert (
+        votes["released_tokens"] + votes["agreed_tokens"] + votes["public_fallback_tokens"]
+        == (receipt["total_tokens"])
+    )
     other = client.post(
         "/v1/chat/completions", json=_ask(max_tokens=3, defense="bounded"), headers=_as(raw)
     )
