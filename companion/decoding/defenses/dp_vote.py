@@ -2,26 +2,28 @@
 
 The retrieved documents are split into ``groups`` disjoint voter groups (each
 document in exactly one, chosen by a hash of the document's key, so a
-document's group depends on that document only).  Every group's context gives
-its own next-token prediction (all groups in one batched forward pass per
-token, every row padded to one public width).  Per token, a *gate* compares the
-groups with the public prediction (the prompt without any document): the count
-of groups that vote for the public token is released with Gaussian noise, and
-where it clears ``threshold * groups`` the public token is emitted.  Otherwise
-the vote histogram over the whole vocabulary is released with Gaussian noise and
-its arg-max is the token.  After ``gate_tokens`` gated tokens, or once
-``release_tokens`` tokens were released by a vote, the public model continues
-alone (no private computation, no cost); the receipt says so.
+document's group depends on that document only; all chunks of a document go
+together).  Every group's context gives its own next-token prediction (all
+groups in one batched forward pass per token, every row padded to one public
+width; a group without documents abstains).  Per token, a *gate* asks whether
+any token other than the public prediction (the prompt without documents) has
+strong support: the votes of the strongest such token are released with
+Gaussian noise, and below ``threshold * groups`` the public token is emitted.
+Otherwise the vote histogram over the whole vocabulary is released with
+Gaussian noise and its arg-max is the token -- unless no token's noisy votes
+reach ``release_z`` noise sigmas, in which case the public token is kept.  After
+``gate_tokens`` gated tokens, or once ``release_tokens`` votes were released, the
+public model continues alone (no private computation, no cost); the receipt
+says so.
 
 Privacy (docs/methods/dprag.md): adding or removing one document changes one
-group's context, so one group's vote: the gate's count moves by at most 1 (L2
-sensitivity 1) and the histogram by one vote moved from one token to another
-(L2 sensitivity sqrt 2).  Both are Gaussian mechanisms; the answer is the
-adaptive composition of at most ``gate_tokens`` gate releases and
+group's context, so one group's vote (or abstention): the gate's count moves by
+at most 1 (L2 sensitivity 1) and the histogram by at most one vote moved from one
+token to another (L2 sensitivity sqrt 2).  Both are Gaussian mechanisms; the
+answer is the adaptive composition of at most ``gate_tokens`` gate releases and
 ``release_tokens`` histogram releases, calibrated before generation so that
 their Rényi-DP composes to ``epsilon`` at ``delta``.  Everything else (the
-public pass, the arg-max, the fallback) is post-processing.  Empty groups are
-run on the public prompt, so the batch's shape never depends on the documents.
+public pass, the arg-max, the thresholds, the fallback) is post-processing.
 """
 
 from __future__ import annotations
