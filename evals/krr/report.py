@@ -50,9 +50,10 @@ def write_report(results: Results, out: Path) -> Path:
         parts.append(
             "Regenerate this report and the preview calibration it feeds with "
             "`veil eval krr --out docs/krr --write-calibration` (~45 min on 2 shared "
-            f"cores; `{common.RENDER_FLAG}` re-renders the tables and plots from results.json; `--smoke` is the "
-            "CI run). Everything is seeded: the corpus, every perturbation, the metric-DP noise; greedy "
-            "decoding for the LLM.\n"
+            f"cores, plus ~8-11 min for section 7; `--only repeat` runs section 7 alone and adds it to "
+            f"results.json; `{common.RENDER_FLAG}` re-renders the tables and plots from results.json; "
+            "`--smoke` is the CI run). Everything is seeded: the corpus, every perturbation, the "
+            "metric-DP noise, the vote's ties; greedy decoding for the LLM.\n"
         )
     parts.append("## Setup\n")
     parts.append(
