@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import random
+import shutil
+from pathlib import Path
 
 import pytest
 
-from evals.krr import repeat_notes
+from companion.cli import main
+from evals import common
+from evals.krr import SMOKE, evaluate, repeat_notes
 from evals.krr.corpus import Document, Span, words_of
 from evals.krr.repeat import (
     cluster_rate,
@@ -137,3 +142,16 @@ def test_run_repeat_flat_with_memo_and_growing_without() -> None:
     lovelace = {(w["memo"], w["q"]): w["recovered"] for w in out["single_word"]}
     assert lovelace[(True, 9)] == lovelace[(True, 1)]
     assert lovelace[(False, 9)] > lovelace[(False, 1)]
+
+
+def test_only_repeat_needs_a_matching_earlier_run(tmp_path: Path) -> None:
+    """--only repeat adds to an earlier results.json of the same kind, or says what is wrong."""
+    assert main(["eval", "krr", "--only", "repeat", "--smoke", "--out", str(tmp_path)]) == 2
+    shutil.copy(common.ROOT / "docs" / "krr" / common.RESULTS, tmp_path / common.RESULTS)
+    with pytest.raises(InvalidParameterError, match="is a full run with seed 0"):
+        evaluate(
+            argparse.Namespace(
+                out=tmp_path, smoke=True, seed=None, write_calibration=False, only="repeat"
+            ),
+            SMOKE,
+        )
