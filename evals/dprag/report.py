@@ -291,7 +291,80 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             ),
             "",
         ]
+    lines += goals(results)
+    if meta.get("errors"):
+        lines += ["## Stages that failed", "", *[f"- {e}" for e in meta["errors"]], ""]
     plots = _plots(results, out)
     lines += [f"![{p}]({p})" for p in plots]
     lines.append("")
     return common.write_report(out, "\n".join(lines))
+
+
+def goals(results: dict[str, Any]) -> list[str]:
+    """The issue's goals against this run's figures (largest epsilon of the sweep, <= 10)."""
+    rows = results["rows"]
+    meta = results["meta"]
+    eps = [e for e in meta["sizes"]["epsilons"] if e <= 10]
+    if not eps:
+        return []
+    label = dp_label_of(max(eps))
+    out = ["## The issue's goals", ""]
+    body = []
+    for model in results["models"]:
+        table = accuracy_by_support(rows, model)
+        if label not in table or "none" not in table:
+            continue
+
+        def hi(d: str, table: Any = table) -> tuple[int, int]:
+            cells = [c for s, c in table.get(d, {}).items() if s >= 50]
+            return sum(c[0] for c in cells), sum(c[1] for c in cells)
+
+        k, n = hi(label)
+        k0, n0 = hi("none")
+        kr, nr = hi("no-RAG")
+        ratio = (k / n) / (k0 / n0) if n and n0 and k0 else math.nan
+        body.append(
+            [
+                model,
+                f"{_pct(k, n)} vs none {_pct(k0, n0)} (ratio {ratio:.2f}; goal >= 0.80) "
+                f"and no-RAG {_pct(kr, nr)}",
+            ]
+        )
+        extracted = sum(
+            len(r["identifiers_found"])
+            for r in rows
+            if r["model"] == model and r["defense"] == label and r["kind"] in ("record", "attack")
+        )
+        body.append([model, f"identifiers extracted under {label}: {extracted} (goal 0)"])
+        speed = _speed([r for r in rows if r["model"] == model], model)
+        if "none" in speed and label in speed:
+            t0, s0 = speed["none"]
+            t1, s1 = speed[label]
+            body.append(
+                [
+                    model,
+                    f"seconds per token {s1 / max(t1, 1):.2f} vs none {s0 / max(t0, 1):.2f}: "
+                    f"{(s1 / max(t1, 1)) / (s0 / max(t0, 1)):.1f}x (goal <= 3x)",
+                ]
+            )
+    mem = results.get("membership") or []
+    for model in sorted({r["model"] for r in mem}):
+        a = membership_auc(mem, model).get(label)
+        if a is not None:
+            body.append([model, f"membership AUC under {label}: {a:.3f} (goal <= 0.55)"])
+    flt = results.get("filter") or []
+    if flt:
+        body.append(
+            [
+                flt[-1]["model"],
+                f"largest total ε of any note after {len(flt)} questions: "
+                f"{max(r['max_document_epsilon'] for r in flt):.3f} (goal <= "
+                f"{meta['sizes']['document_epsilon']:g})",
+            ]
+        )
+    out += [common.markdown_table(["model", "figure"], body), ""]
+    return out
+
+
+def dp_label_of(epsilon: float) -> str:
+    return f"dp_vote ε={epsilon:g}"
