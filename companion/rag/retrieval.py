@@ -11,7 +11,9 @@
 Every hit carries its exact cosine score, whichever ranking found it, and
 ``min_score`` is a relevance threshold on that score: chunks below it are never
 returned, so a question about nothing in the store retrieves nothing instead of
-the least bad chunks.  The defaults (companion/settings.py) were chosen by
+the least bad chunks -- except, in the bm25 and hybrid modes, a chunk that contains
+an e-mail address or a number (3+ digits) the question names: the embedding of a
+bare id says little, the match says it is the chunk asked about.  The defaults (companion/settings.py) were chosen by
 ``veil eval rag`` (docs/rag/evaluation.md).
 """
 
@@ -107,9 +109,13 @@ def request_options(settings: Any, body: Any) -> RetrievalOptions:
     )
 
 
-def identifier_query(text: str, tokenizer: str = "unicode61") -> str:
+def identifier_query(text: str, tokenizer: str = "unicode61", *, strict: bool = False) -> str:
     """The FTS5 query of the question's identifier-like words only (an e-mail address, a
-    record number, a phone number, a hyphenated name: several tokens, or digits), or ''."""
+    record number, a phone number, a hyphenated name: several tokens, or digits), or ''.
+
+    ``strict``: only words with an ``@`` or at least three digits (what passes the
+    relevance threshold whatever its cosine, see :func:`retrieve`).
+    """
     terms = []
     for m in _WORD.finditer(text):
         word = m.group().strip(".-_/\\|~=+&#%$").lower()
@@ -117,6 +123,8 @@ def identifier_query(text: str, tokenizer: str = "unicode61") -> str:
         if len(tokens) > 1 or any(c.isdigit() for c in word):
             digits = sum(c.isdigit() for c in word)
             if len(tokens) == 1 and digits < 3:  # a year-like number or "2nd" is no id
+                continue
+            if strict and "@" not in word and digits < 3:
                 continue
             phrase = word if tokenizer == "trigram" else " ".join(tokens)
             if tokenizer == "trigram" and len(word) < 3:
@@ -187,6 +195,7 @@ def retrieve(
     if k < 1:
         raise InvalidParameterError(f"top_k must be >= 1; got {k!r}")
     n = max(opts.candidates, k)
+    named: set[int] = set()  # chunks with an e-mail address or number the question names
     q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
     q = q / max(float(np.linalg.norm(q)), 1e-12)
     vector: dict[int, tuple[int, float]] = {}
@@ -212,6 +221,11 @@ def retrieve(
         if within is not None:
             ranked = [p for p in ranked if p[0] in within]
         lexical = _ranks(ranked[:n])
+        strict = identifier_query(query_text, store.fts_tokenizer, strict=True)
+        if strict and opts.min_score is not None:
+            named = {c for c, _s in store.lexical_ranking(collection, strict, depth)}
+            if within is not None:
+                named &= within
     fused: dict[int, float] = {}
     if opts.mode == "vector":
         fused = {cid: s for cid, (_r, s) in vector.items()}
@@ -232,8 +246,8 @@ def retrieve(
         for cid, vec in store.vectors_of(missing).items():
             cosine[cid] = float(vec @ q) if vec.shape == q.shape else 0.0
     order = sorted(fused, key=lambda c: (-fused[c], c))
-    if opts.min_score is not None:
-        order = [c for c in order if cosine.get(c, -1.0) >= opts.min_score]
+    if opts.min_score is not None:  # a chunk that has the id the question names is relevant
+        order = [c for c in order if cosine.get(c, -1.0) >= opts.min_score or c in named]
     order = order[:k]
     hits = store.hits(collection, [(c, cosine.get(c, 0.0)) for c in order])
     return [
@@ -243,6 +257,7 @@ def retrieve(
             lexical_rank=lexical[h.chunk_id][0] if h.chunk_id in lexical else None,
             bm25=lexical[h.chunk_id][1] if h.chunk_id in lexical else None,
             fused=fused[h.chunk_id],
+            names_identifier=h.chunk_id in named,
         )
         for h in hits
     ]

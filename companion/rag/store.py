@@ -182,6 +182,7 @@ class Hit:
     lexical_rank: int | None = None
     fused: float | None = None
     bm25: float | None = None
+    names_identifier: bool = False  # has an e-mail address / number the question names
 
 
 ChunkRow = tuple[str, int, int] | tuple[str, int, int, int | None, str | None]

@@ -7,6 +7,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -82,19 +83,29 @@ def _ingest(rag: Any, docs: list[Document]) -> float:
 def _ranked_docs(
     store: Any, question: Question, vector: np.ndarray, options: Any
 ) -> list[list[Any]]:
-    """[document, cosine of its best chunk, first chunk's page/heading] in ranked order."""
+    """[document, cosine of its best chunk, whether a chunk of it has an id the question
+    names (which passes any threshold)] in ranked order, without a threshold."""
     from companion.rag.retrieval import retrieve
 
-    hits = retrieve(store, question.text, vector, COLLECTION, DEPTH, options)
+    # min_score -1 keeps every chunk but marks the ones naming the question's id
+    hits = retrieve(
+        store, question.text, vector, COLLECTION, DEPTH, replace(options, min_score=-1.0)
+    )
     seen: dict[str, list[Any]] = {}
     for h in hits:
         if h.document not in seen:
-            seen[h.document] = [h.document, round(h.score, 4)]
+            seen[h.document] = [h.document, round(h.score, 4), h.names_identifier]
+        else:
+            seen[h.document][2] = seen[h.document][2] or h.names_identifier
     return list(seen.values())
 
 
+def _passes(entry: list[Any], min_score: float) -> bool:
+    return bool(entry[1] >= min_score or entry[2])
+
+
 def _rank(ranked: list[list[Any]], gold: str | None, min_score: float = -1.0) -> int | None:
-    kept = [d for d, s in ranked if s >= min_score]
+    kept = [e[0] for e in ranked if _passes(e, min_score)]
     if gold in kept[:10]:
         return kept.index(gold) + 1
     return None
@@ -270,7 +281,7 @@ def threshold_sweep(
         points = []
         for t in THRESHOLDS:
             ranks = [_rank(ranked[q.text], q.gold, t) for q in answerable]
-            empty = [not any(s >= t for _d, s in ranked[q.text]) for q in offtopic]
+            empty = [not any(_passes(e, t) for e in ranked[q.text]) for q in offtopic]
             points.append(
                 {
                     "threshold": t,

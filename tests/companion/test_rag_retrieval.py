@@ -125,14 +125,20 @@ def test_hybrid_finds_the_identifier_that_vectors_miss(tmp_path):
 
 
 def test_relevance_threshold_retrieves_nothing_below_it(tmp_path):
-    """Chunks under min_score are never returned, in any mode."""
+    """Chunks under min_score are never returned, in any mode -- except, in bm25 and
+    hybrid, the chunk that has the record number (or e-mail address) the question names."""
     store = _store(tmp_path)
     query = _vec(0)[0] * 0.2 + _vec(7)[0]  # cosine ~0.196 with a.txt, 0 with the rest
     for mode in ("vector", "bm25", "hybrid"):
+        opts = RetrievalOptions(mode, min_score=0.5)
+        assert retrieve(store, "asthma cough", query, "notes", 3, opts) == [], mode
+    assert retrieve(store, "MRN-4471203", query, "notes", 3, RetrievalOptions("vector", 0.5)) == []
+    for mode in ("bm25", "hybrid"):
         hits = retrieve(
-            store, "asthma MRN-4471203", query, "notes", 3, RetrievalOptions(mode, min_score=0.5)
+            store, "asthma in MRN-4471203?", query, "notes", 3, RetrievalOptions(mode, 0.5)
         )
-        assert hits == [], mode
+        assert [(h.document, h.names_identifier) for h in hits] == [("a.txt", True)], mode
+        assert hits[0].score < 0.5
     hits = retrieve(store, "asthma", query, "notes", 3, RetrievalOptions("hybrid", min_score=0.1))
     assert [h.document for h in hits] == ["a.txt"]
 
