@@ -1,4 +1,4 @@
-"""Sanitize once, for words: a word already released is sent again as the same draw.
+r"""Sanitize once, for words: a word already released is sent again as the same draw.
 
 k-RR draws fresh noise on every send, so a word a person types into many prompts
 (their name, an employer, an invoice number) is released many times, and a vote
@@ -9,14 +9,21 @@ form it was released as; sending the word again sends that form again, which is
 post-processing of one release and reveals nothing new.  RootGuard does the same
 for numbers.
 
-What is a word, and which words.  A word is a maximal run of characters that are
-not ASCII whitespace (:data:`py_core.krr.WORD`) outside the spans another
-mechanism already protected (RootGuard's values): exactly the unit k-RR's
-receipt reports.  **Every** such word is memoised, common ones included (see
-``docs/methods/krr.md``, "Sanitize once"): exempting common words would keep a
-fresh draw of "the" on every send, so the preview could never show the draw that
-is sent, and the lifetime ledger would grow without bound for words that carry
-nothing private.
+What is memoised.  A *unit*: a maximal run of letters and digits, or a maximal
+run of other characters (:data:`UNIT`: ``[^\W_]+|[\W_]+``), inside a word
+(a run of characters that are not ASCII whitespace, :data:`py_core.krr.WORD`)
+outside the spans another mechanism already protected (RootGuard's values).
+So "Lovelace", "Lovelace," and "(Lovelace)" all send the same draw of
+"Lovelace" -- a memo of whole words would release its letters three times, and a
+vote over the three would undo the noise.  Forms that differ in their letters
+are still different releases, each counted in the ledger: "LOVELACE" and
+"Lovelace", or a Korean name with different particles attached ("김민준씨는",
+"김민준이"), which only a morphological analysis could cut apart.  **Every** unit
+is memoised, common words included (see ``docs/methods/krr.md``, "Repeating
+yourself: sanitize once"): exempting common words would keep a fresh draw of
+"the" on every send, so the preview could never show the draw that is sent, and
+the lifetime ledger would grow without bound for words that carry nothing
+private.
 
 What a draw depends on.  A memo entry is one *variant* of a word per
 :class:`Setting`: the alphabet mode, whether the prompt's Latin mark slot was on
@@ -40,6 +47,7 @@ reused (so the caller can note which sites have now seen them).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +58,7 @@ from py_core.errors import InvalidParameterError, StateError
 
 __all__ = [
     "LEDGER_FORMAT",
+    "UNIT",
     "Setting",
     "WordMemo",
     "account_send",
@@ -57,6 +66,10 @@ __all__ = [
     "ledger_summary",
     "variant_key",
 ]
+
+#: What is memoised, inside a word: a run of letters and digits, or a run of anything else
+#: (the extension's worker looks units up with the same rule in JavaScript).
+UNIT = re.compile(r"[^\W_]+|[\W_]+")
 
 #: The format tag of a lifetime ledger's counts (:func:`ledger_add`).
 LEDGER_FORMAT = "veil.word_ledger"

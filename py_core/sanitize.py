@@ -25,6 +25,7 @@ from py_core import alphabets, krr
 from py_core.accounting import DEFAULT_DELTA, KRREvent, KrrPldAccountant
 from py_core.errors import InsecureRandomnessError, InvalidParameterError
 from py_core.language import HEADERS
+from py_core.memo import UNIT as memo_unit
 from py_core.memo import Setting, WordMemo
 
 __all__ = [
@@ -100,8 +101,9 @@ class Receipt:
     unsupported_chars: int = 0  # characters with no alphabet: sent as random ASCII
     header_language: str | None = None  # the language of the header sent, if known
     visible: str = ""  # in plain words: what the guarantee does not hide
-    # With the word memo (py_core.memo): words sent again as their earlier draw, and
-    # what this prompt released for the first time (all of it without the memo).
+    # With the word memo (py_core.memo): words (memo units: "Lovelace," is "Lovelace"
+    # and ",") sent again as their earlier draw, and what this prompt released for the
+    # first time (all of it without the memo).
     memo: bool = False
     words_reused: int = 0
     chars_reused: int = 0
@@ -467,11 +469,11 @@ def _apply_memo(
 ) -> tuple[str, _Fresh]:
     """``perturbed`` with every memoised word replaced by its stored draw.
 
-    The words are the runs of non-whitespace between the protected spans (what
-    k-RR perturbed).  A word not in the memo keeps the fresh draw just made for
-    it -- an ordinary k-RR release -- and is added, so a second occurrence in the
-    same prompt is sent as the first.  The fresh draws of the other words are
-    discarded unseen.
+    The units are :data:`py_core.memo.UNIT` runs inside the words between the
+    protected spans (what k-RR perturbed).  A unit not in the memo keeps the fresh
+    draw just made for it -- an ordinary k-RR release -- and is added, so a second
+    occurrence in the same prompt is sent as the first.  The fresh draws of the
+    other units are discarded unseen.  (The receipt's ``words_*`` count units.)
     """
     out: list[str] = []
     cursor = 0
@@ -479,26 +481,27 @@ def _apply_memo(
     fresh_eps = 0.0
     by_class = costs.by_class
     for start, end in _free_ranges(spans, len(text)):
-        for match in krr.WORD.finditer(text, start, end):
-            a, b = match.span()
-            word = match.group()
-            stored = memo.get(word, setting)
-            if stored is None:
-                slot_counts: dict[str, int] = {}
-                for code in set(cls[a:b]):
-                    n = cls.count(bytes([code]), a, b)
-                    fresh_eps += n * by_class[code].epsilon
-                    for slot in by_class[code].slots:
-                        slot_counts[slot] = slot_counts.get(slot, 0) + n
-                memo.add(word, setting, perturbed[a:b], slot_counts)
-                fresh_words += 1
-                fresh_chars += b - a
-                continue
-            out.append(perturbed[cursor:a])
-            out.append(stored)
-            cursor = b
-            reused_words += 1
-            reused_chars += b - a
+        for word_match in krr.WORD.finditer(text, start, end):
+            for match in memo_unit.finditer(text, *word_match.span()):
+                a, b = match.span()
+                word = match.group()
+                stored = memo.get(word, setting)
+                if stored is None:
+                    slot_counts: dict[str, int] = {}
+                    for code in set(cls[a:b]):
+                        n = cls.count(bytes([code]), a, b)
+                        fresh_eps += n * by_class[code].epsilon
+                        for slot in by_class[code].slots:
+                            slot_counts[slot] = slot_counts.get(slot, 0) + n
+                    memo.add(word, setting, perturbed[a:b], slot_counts)
+                    fresh_words += 1
+                    fresh_chars += b - a
+                    continue
+                out.append(perturbed[cursor:a])
+                out.append(stored)
+                cursor = b
+                reused_words += 1
+                reused_chars += b - a
     out.append(perturbed[cursor:])
     return "".join(out), _Fresh(fresh_words, fresh_chars, fresh_eps, reused_words, reused_chars)
 

@@ -22,9 +22,9 @@ function memoCore({ hideFromCore = new Set() } = {}) {
     const used = [];
     const forms = {};
     const out = [];
-    // "|" stands for a RootGuard replacement: it cuts a typed word into fragments.
-    for (const word of args.text.split(/([ \t\n\r\v\f|]+)/)) {
-      if (!word || /^[ \t\n\r\v\f|]+$/.test(word)) {
+    // "Q" stands for a RootGuard replacement: it cuts a typed unit into fragments.
+    for (const word of args.text.split(/([ \t\n\r\v\fQ]+)/)) {
+      if (!word || /^[ \t\n\r\v\fQ]+$/.test(word)) {
         out.push(word);
         continue;
       }
@@ -71,8 +71,8 @@ async function preview(e, text) {
   return reply.data.text;
 }
 
-test("words are split as py_core.krr.WORD splits them (only the six ASCII whitespace characters)", () => {
-  assert.deepEqual(wordsOf("Ada  Lovelace\tAda\u00a0x\u3000y\nz"), ["Ada", "Lovelace", "Ada\u00a0x\u3000y", "z"]);
+test("units are cut as py_core cuts them: words between ASCII whitespace, then letters/digits vs the rest", () => {
+  assert.deepEqual(wordsOf("Ada  Lovelace,\tAda\u00a0x\u3000y\n(z) 4471-A Jérôme"), ["Ada", "Lovelace", ",", "\u00a0", "x", "\u3000", "y", "(", "z", ")", "4471", "-", "A", "Jérôme"]);
 });
 
 test("a word sent once is sent again as the same draw, on this site and on another", async () => {
@@ -106,10 +106,10 @@ test("a fragment the worker did not look up is never re-drawn: the send is redon
   const e = env();
   const first = await protect(e, "Lovelace");
   const calls = e.state.coreCalls.length;
-  // The worker looks up "Lovelace|52" (a typed word); the core's k-RR sees the fragment "Lovelace".
-  const sent = await protect(e, "Lovelace|52");
+  // The worker looks up "LovelaceQ52" (a typed unit); the core's k-RR sees the fragment "Lovelace".
+  const sent = await protect(e, "LovelaceQ52");
   assert.equal(e.state.coreCalls.length - calls, 2, "the core is called a second time, with the fragment's draw");
-  assert.equal(sent.split("|")[0], first);
+  assert.equal(sent.split("Q")[0], first);
   assert.equal(e.local.dump()[MEMO_PREFIX + "Lovelace"].length, 1);
 });
 

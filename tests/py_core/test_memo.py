@@ -43,6 +43,19 @@ def test_a_repeated_word_is_sent_as_its_first_draw_everywhere() -> None:
     assert len(store) == 4  # Ada, Lovelace, met, and: one variant each
 
 
+def test_punctuation_around_a_word_does_not_make_it_a_new_release() -> None:
+    """ "Lovelace", "Lovelace," and "(Lovelace)" send one draw of the letters."""
+    store: dict = {}  # type: ignore[type-arg]
+    first, _ = send("Lovelace", store)
+    comma, m = send("Lovelace,", store)
+    paren, _ = send("(Lovelace).", store)
+    assert comma[:-1] == first and paren[1:9] == first
+    assert [r["word"] for r in m.added] == [","]
+    # Different letters are a different release (counted as such): LOVELACE is new.
+    _, m = send("LOVELACE", store)
+    assert [r["word"] for r in m.added] == ["LOVELACE"]
+
+
 def test_without_the_memo_repeats_are_fresh_draws() -> None:
     """The control: the same prompt, no memo, twenty sends -> many different forms."""
     forms = {

@@ -16,12 +16,20 @@ export const MEMO_PREFIX = "memo:";
 /** Draws shown in previews and never sent are kept up to this many words (oldest dropped). */
 export const UNSENT_LIMIT = 5000;
 
-// py_core.krr.WORD: runs of anything but the six ASCII whitespace characters.
+// py_core.krr.WORD: runs of anything but the six ASCII whitespace characters;
+// py_core.memo.UNIT: inside a word, runs of letters and digits or of anything else.
 const WORD = /[^ \t\n\r\v\f]+/g;
+const UNIT = /[\p{L}\p{N}]+|[^\p{L}\p{N}]+/gu;
 
-/** The distinct words of `text`, as py_core's k-RR counts them. */
+/**
+ * The memo units of `text` ("Lovelace," gives "Lovelace" and ","), as py_core
+ * cuts them. Where the two Unicode tables differ, or RootGuard's replacements
+ * cut a word, the worker's retry (withMemo) looks the missed unit up.
+ */
 export function wordsOf(text) {
-  return [...new Set(String(text).match(WORD) || [])];
+  const units = new Set();
+  for (const word of String(text).match(WORD) || []) for (const unit of word.match(UNIT)) units.add(unit);
+  return [...units];
 }
 
 const keyOf = (word) => MEMO_PREFIX + word;
