@@ -19,12 +19,20 @@ from e2e.harness import (
 )
 from e2e.recorder import Recorder
 from e2e.test_preview import popup_for_draft
-from py_core import krr
+from py_core import krr, memo
 from py_core.language import HEADERS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 
 PROMPT = "Invoice 4471-A for Mrs. Lovelace from Dr. Okafor is overdue"
+
+
+def units(text: str) -> set[str]:
+    """The memo's units of ``text`` (py_core.memo.UNIT inside krr.WORD): "Dr." is "Dr" and "."."""
+    return {u.group() for w in krr.WORD.finditer(text) for u in memo.UNIT.finditer(w.group())}
+
+
+UNITS = units(PROMPT)
 
 
 def body(sent: str) -> str:
@@ -68,11 +76,11 @@ def test_one_draw_per_word_across_sends_sites_worker_stops_and_restarts(
         words = dict(zip(PROMPT.split(), first.split(), strict=True))
         assert mixed.split()[0] == words["Lovelace"] and mixed.split()[2] == words["4471-A"]
         stored = memo_words(browser)
-        assert set(stored) == set(PROMPT.split()) | {"paid"}
+        assert set(stored) == UNITS | {"paid"}
         assert sorted(stored["Lovelace"][0]["sites"]) == ["chatgpt", "gemini"]
         ledger = browser.storage()["memoLedger"]
-        assert ledger["total"]["words"] == len(set(PROMPT.split())) + 1
-        assert ledger["sites"]["gemini"]["words"] == len(set(PROMPT.split()))
+        assert ledger["total"]["words"] == len(UNITS) + 1
+        assert ledger["sites"]["gemini"]["words"] == len(UNITS)
     finally:
         browser.close()
     browser = Browser(playwright, built, tmp_path / "profile", recorder)
@@ -126,13 +134,13 @@ def test_the_preview_shows_the_draw_that_is_sent(browser: Browser) -> None:
 def test_the_options_page_shows_the_memo_and_a_logged_reset_redraws(browser: Browser) -> None:
     first = send(browser, "chatgpt.com")
     popup = browser.popup("chatgpt.com")
-    words = str(len(set(PROMPT.split())))
+    words = str(len(UNITS))
     popup.wait_for_selector(f"#lifetime[data-words='{words}']", timeout=30000)
     assert "same draw" in popup.inner_text("#lifetime")
     popup.close()
     options = browser.options()
     options.wait_for_selector("#memo-summary[data-state=ready]", timeout=30000)
-    assert options.get_attribute("#memo-summary", "data-words") == str(len(set(PROMPT.split())))
+    assert options.get_attribute("#memo-summary", "data-words") == str(len(UNITS))
     rows = options.inner_text("#memo-ledger")
     assert "all sites" in rows and "chatgpt" in rows
     options.on("dialog", lambda d: d.accept("testing the reset"))
@@ -145,4 +153,4 @@ def test_the_options_page_shows_the_memo_and_a_logged_reset_redraws(browser: Bro
     assert again != first  # every word drawn afresh (all 10 equal by chance: ~1e-12)
     assert all(c in krr.ALPHABET or c == " " for c in again)
     # The ledger counted both releases: it is never reset.
-    assert browser.storage()["memoLedger"]["total"]["words"] == 2 * len(set(PROMPT.split()))
+    assert browser.storage()["memoLedger"]["total"]["words"] == 2 * len(UNITS)
