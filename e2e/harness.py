@@ -257,6 +257,18 @@ def type_prompt(page: Page, host: str, text: str) -> None:
             page.keyboard.insert_text(line)
 
 
+def send_prompt(browser: Browser, host: str, text: str) -> str:
+    """Type ``text`` into a fresh tab of ``host``, press Enter: the one request's text."""
+    browser.recorder.clear()
+    page = browser.open_site(host)
+    type_prompt(page, host, text)
+    page.keyboard.press("Enter")
+    records = wait_for_records(page, browser.recorder)
+    assert len(records) == 1, records
+    page.close()
+    return records[0].text
+
+
 def editor_text(page: Page) -> str:
     return str(page.evaluate("() => window.__fixture.text()"))
 

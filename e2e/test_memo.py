@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Playwright
+from playwright.sync_api import Page, Playwright
 
 from e2e.harness import (
     EDITOR_SELECTOR,
     FIXTURE_FOR_HOST,
     SITE_URL,
     Browser,
-    type_prompt,
+    send_prompt,
     wait_for_records,
 )
 from e2e.recorder import Recorder
@@ -43,14 +43,19 @@ def body(sent: str) -> str:
 
 
 def send(browser: Browser, host: str, text: str = PROMPT) -> str:
-    browser.recorder.clear()
-    page = browser.open_site(host)
-    type_prompt(page, host, text)
-    page.keyboard.press("Enter")
-    records = wait_for_records(page, browser.recorder)
-    assert len(records) == 1
-    page.close()
-    return body(records[0].text)
+    return body(send_prompt(browser, host, text))
+
+
+def shown_preview(popup: Page, timeout: float = 30.0) -> str:
+    """The popup's preview text once the core has answered."""
+    deadline = time.time() + timeout
+    shown = ""
+    while time.time() < deadline:
+        shown = popup.inner_text("#preview")
+        if shown and not shown.startswith("("):
+            return shown
+        popup.wait_for_timeout(50)
+    raise TimeoutError(f"the popup's preview never arrived: {shown!r}")
 
 
 def memo_words(browser: Browser) -> dict[str, Any]:
@@ -94,26 +99,12 @@ def test_one_draw_per_word_across_sends_sites_worker_stops_and_restarts(
 def test_the_preview_shows_the_draw_that_is_sent(browser: Browser) -> None:
     """The popup's preview of the draft is exactly what the send carries."""
     popup = popup_for_draft(browser, PROMPT)
-    deadline = time.time() + 30
-    shown = ""
-    while time.time() < deadline:
-        shown = popup.inner_text("#preview")
-        if shown and not shown.startswith("("):
-            break
-        popup.wait_for_timeout(50)
-    shown_body = body(shown)
+    shown_body = body(shown_preview(popup))
     assert shown_body != PROMPT
     # Reopening the popup (previewing again) cannot re-roll the draw.
     popup.reload()
     popup.wait_for_selector("body[data-ready=true]")
-    deadline = time.time() + 30
-    again = ""
-    while time.time() < deadline:
-        again = popup.inner_text("#preview")
-        if again and not again.startswith("("):
-            break
-        popup.wait_for_timeout(50)
-    assert body(again) == shown_body
+    assert body(shown_preview(popup)) == shown_body
     page = next(p for p in browser.pages() if p.url.startswith(SITE_URL["chatgpt.com"]))
     browser.recorder.clear()
     page.bring_to_front()

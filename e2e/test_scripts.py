@@ -7,8 +7,7 @@ import pytest
 from e2e.harness import (
     SITE_ID,
     Browser,
-    type_prompt,
-    wait_for_records,
+    send_prompt,
     wait_receipts,
     wait_saved,
 )
@@ -32,15 +31,7 @@ def body_after(sent: str, header: str) -> str:
     return squashed[len(head) :].strip()
 
 
-def send(browser: Browser, host: str, text: str) -> str:
-    browser.recorder.clear()
-    page = browser.open_site(host)
-    type_prompt(page, host, text)
-    page.keyboard.press("Enter")
-    records = wait_for_records(page, browser.recorder)
-    assert len(records) == 1
-    page.close()
-    return records[0].text
+send = send_prompt
 
 
 @pytest.mark.parametrize("host", ["chatgpt.com", "chat.deepseek.com"])
