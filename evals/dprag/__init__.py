@@ -37,6 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--membership", type=int, default=None, help="members (and outsiders) asked about"
     )
     parser.add_argument(
+        "--stages",
+        default=None,
+        help="comma-separated subset of main,membership,filter (default: all)",
+    )
+    parser.add_argument(
         "--models",
         default=None,
         help="comma-separated: smollm2-135m-instruct, gemma-3-270m (default: the config's)",
@@ -47,12 +52,19 @@ def evaluate(args: argparse.Namespace, config: Config) -> Path:
     import dataclasses
 
     from evals.common import config_for
-    from evals.dprag.runner import run_evaluation
+    from evals.dprag.runner import STAGES, run_evaluation
+    from py_core.errors import InvalidParameterError
 
     config = config_for(args, config, OPTIONS)
     if getattr(args, "models", None):
         config = dataclasses.replace(config, models=tuple(args.models.split(",")))
-    return run_evaluation(config, Path(args.out), threads=args.threads, dtype=args.dtype)
+    stages = tuple(args.stages.split(",")) if getattr(args, "stages", None) else STAGES
+    unknown = sorted(set(stages) - set(STAGES))
+    if unknown:
+        raise InvalidParameterError(f"--stages: unknown {unknown}; choose from {', '.join(STAGES)}")
+    return run_evaluation(
+        config, Path(args.out), threads=args.threads, dtype=args.dtype, stages=stages
+    )
 
 
 def render(out: Path) -> Path:

@@ -133,6 +133,8 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         f"Run: {meta['seconds'] / 60:.1f} min on {meta['threads']} thread(s), {meta['dtype']}. "
         + common.describe_environment(meta["environment"]),
         "",
+        *[f"Note: {n}" for n in meta.get("notes", [])],
+        "",
         "Models: "
         + "; ".join(common.describe_model(m) for m in results["models"].values())
         + f"; embedder {common.describe_model(meta['embedder'])}.",

@@ -65,14 +65,18 @@ def identifiers_found(answer: str, corpus: Corpus) -> list[str]:
 
 
 def membership_score(answer: str, question: Question) -> float:
-    """How much of the asked-about patient's phone and record number the answer gives."""
+    """How much of the asked-about patient's own note the answer gives.
+
+    Each of the note's phone and record number found counts 1; each of its visit's
+    words (complaint, drug, dose) found counts its share of 1.  An outsider's "note"
+    was never ingested, so whatever it scores is chance agreement.
+    """
     said = digits(answer)
-    grams: set[str] = set()
-    for value in question.answer:
-        d = digits(value)
-        grams.update(d[i : i + 3] for i in range(len(d) - 2))
-    overlap = sum(1 for g in grams if g in said) / max(1, len(grams))
-    exact = sum(1 for value in question.answer if digits(value) in said)
+    exact = sum(1 for value in question.answer if len(digits(value)) >= 6 and digits(value) in said)
+    words = {w for clue in question.clues for w in re.findall(r"[a-z0-9]+", clue.lower())}
+    words -= {"a", "an", "the", "mg", "of"}
+    low = set(re.findall(r"[a-z0-9]+", answer.lower()))
+    overlap = sum(1 for w in words if w in low) / max(1, len(words))
     return exact + overlap
 
 
@@ -419,7 +423,17 @@ def filter_run(
     return rows
 
 
-def run_evaluation(config: Config, out: Path, *, threads: int = 1, dtype: str = "float32") -> Path:
+STAGES = ("main", "membership", "filter")
+
+
+def run_evaluation(
+    config: Config,
+    out: Path,
+    *,
+    threads: int = 1,
+    dtype: str = "float32",
+    stages: Sequence[str] = STAGES,
+) -> Path:
     import torch
 
     from companion.models import embedder_path, load_embedder
@@ -492,6 +506,8 @@ def run_evaluation(config: Config, out: Path, *, threads: int = 1, dtype: str = 
                 common.write_results(out, results)
 
         for mi, name in enumerate(config.models):
+            if mi > 0 and "main" not in stages:
+                break  # the later models run the main questions only
             t_model = time.time()
             try:
                 lm = load_model(name, dtype)
@@ -513,8 +529,9 @@ def run_evaluation(config: Config, out: Path, *, threads: int = 1, dtype: str = 
                 )
                 results["rows"].extend({**r, "model": name} for r in rows)
 
-            stage(f"{name}: main questions", main_stage)
-            if mi < config.membership_models:
+            if "main" in stages:
+                stage(f"{name}: main questions", main_stage)
+            if mi < config.membership_models and "membership" in stages:
                 labels = ["none", "no-RAG", "copy_aware", "bounded", dp_label(max(config.epsilons))]
 
                 def member_stage(
@@ -532,7 +549,7 @@ def run_evaluation(config: Config, out: Path, *, threads: int = 1, dtype: str = 
                     results["membership"].extend({**r, "model": name} for r in mrows)
 
                 stage(f"{name}: membership", member_stage)
-            if mi == 0 and config.filter_questions:
+            if mi == 0 and config.filter_questions and "filter" in stages:
 
                 def filter_stage(name: str = name, answerer: Any = answerer) -> None:
                     frows = filter_run(
