@@ -31,7 +31,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -148,15 +149,26 @@ def answer(
     fitted = fit_context(lm.tokenizer, [h.text for h in hits], settings.context_token_budget, keep)
     messages = [{"role": "user", "content": question}]
     pieces = build_prompt(lm.tokenizer, messages, fitted.texts, layout=layout)
+    config = DefenseConfig.from_options(defense, {})
+    own: dict[str, Any] = {}
+    if not config.defense.private_pass:  # dp_vote: its own passes, one per document group
+        from companion.api.chat import _group_inputs
+
+        used = [h for h, k in zip(hits, keep, strict=True) if k]
+        own = _group_inputs(
+            lm.tokenizer, cast(Any, SimpleNamespace(messages=messages, layout=layout, hits=used))
+        )
     result = GenerationResult()
     for _ in generate_tokens(
         lm.model,
         lm.tokenizer,
-        pieces.prompt_ids,
-        defense=DefenseConfig.from_options(defense, {}),
+        own.get("public_prompt_ids", pieces.prompt_ids),
+        defense=config,
         generator=secure_generator(lm.device, None),
         context_text=pieces.context_text,
-        public_prompt_ids=pieces.public_prompt_ids,
+        public_prompt_ids=own.get("public_prompt_ids", pieces.public_prompt_ids),
+        documents=own.get("documents", ()),
+        prompt_for=own.get("prompt_for"),
         max_new_tokens=MAX_TOKENS,
         stop=lm.stops,
         result=result,
@@ -172,6 +184,7 @@ def run(
     defenses: tuple[str, ...],
     out: Path | None = None,
     baseline: bool = True,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """``none`` with every layout for every model, then the best layout under ``defenses``.
 
@@ -184,8 +197,13 @@ def run(
 
     torch.set_num_threads(1)
     result: dict[str, Any] = {"max_tokens": MAX_TOKENS, "rows": [], "chosen_layout": None}
+    if resume and out is not None and out.exists():  # keep the cells a stopped run measured
+        result["rows"] = json.loads(out.read_text())["rows"]
+    done = {(r["model"], r["layout"], r["defense"], r["context_floor"]) for r in result["rows"]}
 
     def cell(lm: Any, rag: Any, model: str, layout: str, defense: str, floor: bool = True) -> None:
+        if (model, layout, defense, floor) in done:
+            return
         started = time.time()
         answers: list[dict[str, Any]] = []
         for q in questions:
@@ -223,7 +241,9 @@ def run(
                 cell(loaded[model], rag, model, layout, "none")
         totals = {
             layout: sum(
-                r["right"] for r in result["rows"] if r["layout"] == layout and r["context_floor"]
+                r["right"]
+                for r in result["rows"]
+                if r["layout"] == layout and r["context_floor"] and r["defense"] == "none"
             )
             for layout in layouts
         }
@@ -256,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="default model, 3 questions")
     parser.add_argument("--models", nargs="*", default=None, help=f"of {', '.join(MODELS)}")
     parser.add_argument("--out", type=Path, default=None, help="write the JSON here")
+    parser.add_argument("--resume", action="store_true", help="keep the cells --out has")
     args = parser.parse_args(argv)
     from companion.decoding.registry import DEFENSES
     from companion.models import offline
@@ -271,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         models = tuple(args.models or MODELS)
         questions = QUESTIONS
         layouts, defenses = PROMPT_LAYOUTS, DEFENSES
-    result = run(models, questions, layouts, defenses, args.out, baseline=not args.smoke)
+    result = run(
+        models, questions, layouts, defenses, args.out, baseline=not args.smoke, resume=args.resume
+    )
     print(table(result))
     return 0
 

@@ -7,7 +7,8 @@ For each mode of :func:`companion.conversations.query.retrieval_query` -- the
 last question alone (``last``), joined after the earlier user questions
 (``user_turns``), and also the previous answer (``turns``) -- it reports how often
 the gold note is the first hit and in the top 3 (the chat's default top_k), with
-the real MiniLM embedder and the companion's store.  The scripted previous
+the real MiniLM embedder, the companion's store and the chat's retrieval
+options (hybrid, threshold 0.2, top 3).  The scripted previous
 answers are correct ones, which favours ``turns``.
 
 Run: ``python bench/followup_bench.py`` (~20 s on 2 cores); ``--smoke`` runs two
@@ -140,11 +141,15 @@ def run(conversations: list[tuple[str, str, str, str, str]]) -> dict[str, Any]:
 
     from companion.conversations.query import QUERY_MODES, retrieval_query
     from companion.models import load_embedder, offline
+    from companion.rag.retrieval import request_options
     from companion.rag.service import RagService
     from companion.rag.store import DocumentStore
+    from companion.settings import Settings
 
     offline()
     torch.set_num_threads(1)
+    settings = Settings()  # the chat's retrieval: mode, threshold, top_k
+    options = request_options(settings, None)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         rag = RagService(
@@ -162,7 +167,8 @@ def run(conversations: list[tuple[str, str, str, str, str]]) -> dict[str, Any]:
                         {"role": "assistant", "content": reply},
                         {"role": "user", "content": second},
                     ]
-                    hits = rag.search(retrieval_query(messages, mode), "notes", 3)
+                    query = retrieval_query(messages, mode)
+                    hits = rag.search(query, "notes", settings.retrieval_top_k, options)
                     names = [h.document for h in hits]
                     top1 += bool(names) and names[0] == gold
                     top3 += gold in names

@@ -106,10 +106,11 @@ class Settings(BaseSettings):
         "documents otherwise (bench/answers_bench.py, docs/rag/answers.md)",
     )
     prompt_layout: Literal["system", "user", "nearest"] = Field(
-        default="user",
+        default="system",
         description="where the retrieved context goes in the prompt: the system message "
-        "(system) or, numbered, in the last user message before the question with a grounded "
-        "instruction (user); chosen by bench/answers_bench.py (docs/rag/answers.md)",
+        "(system), or numbered in the last user message before the question with a grounded "
+        "instruction, best first (user) or best last (nearest); system answered best with "
+        "both bundled models (bench/answers_bench.py, docs/rag/answers.md)",
     )
     followup_query: Literal["last", "user_turns", "turns"] = Field(
         default="user_turns",

@@ -36,7 +36,7 @@ GROUNDED_PROMPT = (
     "the documents do not say, answer: The documents do not say."
 )
 PROMPT_LAYOUTS: tuple[str, ...] = ("system", "user", "nearest")
-DEFAULT_LAYOUT = "user"
+DEFAULT_LAYOUT = "system"  # measured best (docs/rag/answers.md); Settings.prompt_layout
 
 
 @dataclass(frozen=True, slots=True)
