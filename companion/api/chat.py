@@ -75,6 +75,7 @@ class _Prepared:
         body: ChatCompletionRequest,
         history: list[dict[str, str]] | None = None,
         model: Any = None,
+        is_guest: bool = False,
     ) -> None:
         from companion.decoding.config import DefenseConfig
 
@@ -119,7 +120,7 @@ class _Prepared:
         self.citations = citations_for(self.hits)
         self.new_messages = [{"role": _role(m.role), "content": m.text()} for m in body.messages]
         self.messages = [*history, *self.new_messages]
-        self.collection = _collection(settings, rag, body)
+        self.collection = _collection(settings, rag, body, is_guest)
         self.query_mode = body.retrieval_query or settings.followup_query
         self.layout = settings.prompt_layout
         self.id = "chatcmpl-" + secrets.token_hex(12)
@@ -197,20 +198,23 @@ def _lm(engine: Any, model: Any) -> Any:
     return engine.load() if model is None else engine.load(model)
 
 
-def _collection(settings: Settings, rag: RagService, body: ChatCompletionRequest) -> str | None:
+def _collection(
+    settings: Settings, rag: RagService, body: ChatCompletionRequest, is_guest: bool = False
+) -> str | None:
     """The collection to retrieve from: the one asked for (404 if it does not exist), the
-    default one when none was named (if it has documents), or none (``collection: null``)."""
+    default one when none was named (if it has documents), or none (``collection: null``).
+    A guest's 404 does not list the other collections."""
     names = {c["name"] for c in rag.store.collections()}
     if "collection" in body.model_fields_set or body.collection is not None:
         if body.collection is None:
             return None
         if body.collection not in names:
-            known = ", ".join(sorted(names)) or "none yet"
+            known = "" if is_guest else f" (there are: {', '.join(sorted(names)) or 'none yet'})"
             raise APIError(
                 404,
                 ErrorCode.NOT_FOUND,
-                f"no collection named {body.collection!r} (there are: {known}); upload "
-                "documents to it first, or leave 'collection' out to use the default one",
+                f"no collection named {body.collection!r}{known}; upload documents to it "
+                "first, or leave 'collection' out to use the default one",
                 "collection",
             )
         return body.collection
@@ -357,7 +361,7 @@ async def chat_completions(
             "model",
         )
     history = await run_in_threadpool(_history, request, body, key is not None)
-    prep = await run_in_threadpool(_Prepared, settings, rag, body, history, model)
+    prep = await run_in_threadpool(_Prepared, settings, rag, body, history, model, key is not None)
     _as_guest(prep, key)
     # 400 before any charge; loads a model that is not loaded yet, in a worker thread
     await run_in_threadpool(prep.check_length, settings, engine)

@@ -193,3 +193,19 @@ def test_the_page_and_the_api_have_one_set_of_defense_defaults(client):
     default = next(e for e in listed["data"] if e["name"] == listed["default"])
     shown = {k["name"]: k["default"] for k in default["knobs"]}
     assert {k: receipt["params"][k] for k in shown} == shown
+
+
+def test_a_guest_whose_collection_is_gone_gets_a_404_without_the_other_names(client):
+    docs = [("files", ("gout.txt", b"gout", "text/plain"))]
+    client.post("/v1/documents", files=docs, data={"collection": "med"})
+    client.post("/v1/documents", files=docs, data={"collection": "private-notes"})
+    key = client.post("/v1/keys", json={"collection": "med", "defense": "bounded"}).json()["key"]
+    assert client.delete("/v1/collections/med").status_code == 200
+    asked = client.post(
+        "/v1/chat/completions",
+        headers={"Authorization": f"Bearer {key}"},
+        json={"messages": [{"role": "user", "content": "gout?"}], "max_tokens": 2},
+    )
+    assert asked.status_code == 404 and "private-notes" not in asked.text
+    owner = _ask(client, collection="med")
+    assert owner.status_code == 404 and "private-notes" in owner.json()["error"]["message"]
