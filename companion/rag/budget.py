@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from companion.rag.retrieval import RetrievalOptions, retrieve
+from companion.rag.retrieval import RetrievalOptions, named_chunks, retrieve
 from py_core.accounting import GaussianEvent, IndividualRdpFilter, filter_order
 from py_core.errors import InvalidParameterError
 
@@ -302,9 +302,11 @@ class DocumentBudget:
 
         ``defense`` is a :class:`companion.decoding.config.DefenseConfig`; ``options``
         the retrieval mode and relevance threshold (companion/rag/retrieval.py; None:
-        the service's).  Under a formal defense the candidates are still every chunk
-        whose cosine reaches the budget's threshold (their documents are charged);
-        ``options`` only orders them (and its threshold can only narrow them).
+        the service's).  Under a formal defense the candidates are every chunk whose
+        cosine reaches the budget's threshold and, in the bm25 and hybrid modes, every
+        chunk with an e-mail address or number the question names; each of their
+        documents is charged.  ``options`` orders them (and its threshold can only
+        narrow them).
         """
         options = options or rag.retrieval
         admission = self._admit(
@@ -358,6 +360,10 @@ class DocumentBudget:
         admission.threshold = self.threshold
         with self.store.budget_transaction() as tx:
             candidates = self.store.scored_chunks(collection, vector, self.threshold)
+            if options.mode != "vector":  # and the chunks naming the question's id: charged too
+                candidates += named_chunks(
+                    self.store, query, vector, collection, {h.chunk_id for h in candidates}
+                )
             docs = tx.document_shas([h.document_id for h in candidates])
             spent = tx.spent([row["sha256"] for row in docs.values()])
             admitted: list[int] = []

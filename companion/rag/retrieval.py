@@ -133,6 +133,29 @@ def identifier_query(text: str, tokenizer: str = "unicode61", *, strict: bool = 
     return " OR ".join(dict.fromkeys(terms))
 
 
+def named_chunks(
+    store: DocumentStore,
+    query_text: str,
+    query_vector: np.ndarray,
+    collection: str,
+    exclude: set[int],
+    limit: int = 1000,
+) -> list[Hit]:
+    """The chunks that contain an e-mail address or a number the question names (the
+    strict identifier query), with their exact cosines; those in ``exclude`` left out."""
+    strict = identifier_query(query_text, store.fts_tokenizer, strict=True)
+    if not strict:
+        return []
+    ids = [c for c, _s in store.lexical_ranking(collection, strict, limit) if c not in exclude]
+    q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+    q = q / max(float(np.linalg.norm(q)), 1e-12)
+    vecs = store.vectors_of(ids)
+    scored = [
+        (c, float(vecs[c] @ q) if c in vecs and vecs[c].shape == q.shape else 0.0) for c in ids
+    ]
+    return [replace(h, names_identifier=True) for h in store.hits(collection, scored)]
+
+
 def fts_query(text: str, tokenizer: str = "unicode61") -> str:
     """An FTS5 MATCH expression for a question: an OR of its words as quoted phrases.
 

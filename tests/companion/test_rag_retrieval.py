@@ -205,3 +205,39 @@ def test_bm25_stays_inside_the_collection(tmp_path):
     other = store.hits("other", store.lexical_ranking("other", match, 5))
     notes = store.hits("notes", store.lexical_ranking("notes", match, 5))
     assert [h.document for h in other] == ["x.txt"] and [h.document for h in notes] == ["b.txt"]
+
+
+def test_a_formal_defense_admits_and_charges_the_chunk_naming_the_id(tmp_path):
+    """Under a formal defense (bounded), a question naming a record number whose note is
+    far in embedding space: hybrid admits that note and charges its document; vector
+    mode admits nothing (the note is under the budget's cosine threshold)."""
+    from companion.decoding.config import DefenseConfig
+    from companion.rag.budget import DocumentBudget
+    from companion.rag.service import RagService
+    from tests.companion.fakes import KeywordEmbedder
+
+    rag = RagService(DocumentStore(tmp_path / "b.sqlite3"), KeywordEmbedder())
+    rag.ingest("cats.txt", b"cats of record MRN-7654321 sleep all day", "med")
+    rag.ingest("gout.txt", b"gout is eased by colchicine", "med")
+    budget = DocumentBudget(rag.store, epsilon=200.0, delta=1e-6, threshold=0.5)
+    defense = DefenseConfig.from_options("bounded", {"epsilon": 1.0})
+
+    def ask(mode: str):
+        return budget.retrieve(
+            rag,
+            "what about MRN-7654321?",
+            "med",
+            3,
+            defense=defense,
+            max_tokens=16,
+            is_guest=False,
+            answer_id=mode,
+            options=RetrievalOptions(mode, min_score=0.2),
+        )
+
+    assert ask("vector").hits == [] and ask("vector").charged == []
+    admission = ask("hybrid")
+    assert [h.document for h in admission.hits] == ["cats.txt"]
+    assert [(c.document, c.in_context) for c in admission.charged] == [("cats.txt", True)]
+    assert admission.retrieval == {"mode": "hybrid", "min_score": 0.2, "found": 1}
+    assert "No passage" in ask("vector").retrieval["note"]
