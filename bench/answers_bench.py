@@ -14,7 +14,7 @@ generation loop with each defense -- and scores each answer's first line:
   says so, and wrong when it invents something.
 
 Run: ``python bench/answers_bench.py`` (both models, both layouts under ``none``,
-the chosen layout under every defense; ~15 min on 2 cores) or ``--smoke`` (the
+the chosen layout under every defense; ~17 min at load 9 on 2 cores) or ``--smoke`` (the
 default model, 3 questions, ``none`` and ``copy_aware``; CI).  ``--out`` writes
 the JSON; docs/rag/answers.md has the measured table.  Defenses with noise use
 the CSPRNG (``companion.decoding.noise.secure_generator``), so their figures vary
