@@ -133,6 +133,14 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         f"Run: {meta['seconds'] / 60:.1f} min on {meta['threads']} thread(s), {meta['dtype']}. "
         + common.describe_environment(meta["environment"]),
         "",
+        "How to read it: every support level has two population facts (a treatment and a "
+        "device's error code), so a cell is 2 questions -- a level's figure moves in steps of "
+        "50%. The later models run dp_vote on the population questions and "
+        f"{sizes['other_model_private']} record question(s) and attack(s) only (they cost "
+        "~2.5x on two cores). Times are wall-clock seconds on a shared 2-core machine, "
+        "including each answer's whole prefill (dp_vote's group prefill is shared by its "
+        "epsilon sweep but counted in full for every answer).",
+        "",
         *[f"Note: {n}" for n in meta.get("notes", [])],
         "",
         "Models: "
@@ -241,8 +249,11 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             aucs = membership_auc(mem, model)
             n = len({(r["note"], r["member"]) for r in mem if r["model"] == model})
             lines += [
-                f"{model}, {n} patients (half in the store). Score: how much of the asked-about "
-                "patient's phone and record number the answer gives; AUC 0.5 = chance.",
+                f"{model}, {n} patients (half in the store). Asked what the patient was seen "
+                "for and what was given; score: how much of the patient's own note the answer "
+                "gives (phone and record number, 1 each; the complaint, drug and dose words, 1 in "
+                "all); an outsider's note was never ingested, so it scores by chance only. AUC "
+                "0.5 = chance.",
                 "",
                 common.markdown_table(
                     ["defense", "AUC"], [[k, f"{v:.3f}"] for k, v in aucs.items()]
@@ -277,7 +288,10 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             "and every admitted note is charged what the answer really ran (its gate queries and "
             f"vote releases; mean {sum(r['charged_rdp'] for r in flt) / len(flt):.3g} RDP). Largest total ε of any "
             f"note after the run: {last['max_document_epsilon']:.3f}; notes charged: "
-            f"{last['documents_charged']}; notes whose budget is spent: {last['exhausted']}; "
+            f"{last['documents_charged']}; notes whose budget is spent: {last['exhausted']}. "
+            f"A note fits {int(last['budget_rdp'] // last['charge_rdp'] + 1e-9)} worst-case "
+            "answer(s) in its budget, so after its first answer it is left out: the first ask of "
+            "each fact spends its notes, later asks get the public model's answer; "
             f"population answered {_pct(sum(int(bool(r['correct'])) for r in pop), len(pop))}, "
             f"record facts answered {_pct(sum(int(bool(r['correct'])) for r in rec), len(rec))}.",
             "",
