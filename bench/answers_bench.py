@@ -185,6 +185,7 @@ def run(
     out: Path | None = None,
     baseline: bool = True,
     resume: bool = False,
+    draws: int = 1,
 ) -> dict[str, Any]:
     """``none`` with every layout for every model, then the best layout under ``defenses``.
 
@@ -199,10 +200,15 @@ def run(
     result: dict[str, Any] = {"max_tokens": MAX_TOKENS, "rows": [], "chosen_layout": None}
     if resume and out is not None and out.exists():  # keep the cells a stopped run measured
         result["rows"] = json.loads(out.read_text())["rows"]
-    done = {(r["model"], r["layout"], r["defense"], r["context_floor"]) for r in result["rows"]}
+    done = {
+        (r["model"], r["layout"], r["defense"], r["context_floor"], r.get("draw", 1))
+        for r in result["rows"]
+    }
 
-    def cell(lm: Any, rag: Any, model: str, layout: str, defense: str, floor: bool = True) -> None:
-        if (model, layout, defense, floor) in done:
+    def cell(
+        lm: Any, rag: Any, model: str, layout: str, defense: str, floor: bool = True, draw: int = 1
+    ) -> None:
+        if (model, layout, defense, floor, draw) in done:
             return
         started = time.time()
         answers: list[dict[str, Any]] = []
@@ -215,6 +221,7 @@ def run(
             "layout": layout,
             "defense": defense,
             "context_floor": floor,
+            "draw": draw,
             "right": right,
             "questions": len(questions),
             "seconds": round(time.time() - started, 1),
@@ -250,22 +257,24 @@ def run(
         chosen = max(layouts, key=lambda layout: totals[layout])  # ties: the first listed
         result["chosen_layout"] = chosen
         print(f"layout under none, right answers over the models: {totals}; chosen: {chosen}")
-        for model in models:
-            for defense in defenses:
-                if defense != "none":
-                    cell(loaded[model], rag, model, chosen, defense)
+        for draw in range(1, draws + 1):  # the noisy defenses: a fresh draw each time
+            for model in models:
+                for defense in defenses:
+                    if defense != "none" and (draw == 1 or defense != "dp_vote"):
+                        cell(loaded[model], rag, model, chosen, defense, draw=draw)
     return result
 
 
 def table(result: dict[str, Any]) -> str:
     lines = [
-        "| model | prompt layout | context floor | defense | right | of |",
-        "|---|---|---|---|---:|---:|",
+        "| model | prompt layout | context floor | defense | draw | right | of |",
+        "|---|---|---|---|---:|---:|---:|",
     ]
     for r in result["rows"]:
         floor = "0.5 of the best" if r["context_floor"] else "off"
         lines.append(
-            f"| {r['model']} | {r['layout']} | {floor} | {r['defense']} | {r['right']} "
+            f"| {r['model']} | {r['layout']} | {floor} | {r['defense']} | {r.get('draw', 1)} "
+            f"| {r['right']} "
             f"| {r['questions']} |"
         )
     return "\n".join(lines)
@@ -277,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="*", default=None, help=f"of {', '.join(MODELS)}")
     parser.add_argument("--out", type=Path, default=None, help="write the JSON here")
     parser.add_argument("--resume", action="store_true", help="keep the cells --out has")
+    parser.add_argument(
+        "--draws", type=int, default=2, help="runs of each noisy defense (dp_vote: one)"
+    )
     args = parser.parse_args(argv)
     from companion.decoding.registry import DEFENSES
     from companion.models import offline
@@ -293,7 +305,14 @@ def main(argv: list[str] | None = None) -> int:
         questions = QUESTIONS
         layouts, defenses = PROMPT_LAYOUTS, DEFENSES
     result = run(
-        models, questions, layouts, defenses, args.out, baseline=not args.smoke, resume=args.resume
+        models,
+        questions,
+        layouts,
+        defenses,
+        args.out,
+        baseline=not args.smoke,
+        resume=args.resume,
+        draws=1 if args.smoke else args.draws,
     )
     print(table(result))
     return 0
