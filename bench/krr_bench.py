@@ -25,7 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from py_core import krr
+from py_core import krr, memo
 from py_core.accounting import krr_composed_epsilon
 from py_core.language import HEADERS
 from py_core.sanitize import sanitize_prompt
@@ -88,6 +88,23 @@ def measure(repeats: int = 31, epsilon: float = 4.0) -> dict[str, object]:
         send = _median_ms(lambda t=text: sanitize_prompt(t, epsilon, compose=False), repeats)
         chars = sum(not c.isspace() for c in text)
         composed = _median_ms(lambda c=chars: krr_composed_epsilon(c, epsilon, 1e-6), 5)
+        # With the word memo (py_core.memo): the first send of the text (every unit
+        # drawn and added) and a repeat (every unit found and reused).
+        first = memo.WordMemo()
+        sanitize_prompt(text, epsilon, compose=False, memo=first)
+        stored: dict[str, list[dict[str, object]]] = {}
+        for release in first.added:
+            stored.setdefault(release["word"], []).append(release["variant"])
+        memo_first = _median_ms(
+            lambda t=text: sanitize_prompt(t, epsilon, compose=False, memo=memo.WordMemo()),
+            repeats,
+        )
+        memo_repeat = _median_ms(
+            lambda t=text, s=stored: sanitize_prompt(
+                t, epsilon, compose=False, memo=memo.WordMemo(s)
+            ),
+            repeats,
+        )
         rows.append(
             {
                 "chars": n,
@@ -96,6 +113,8 @@ def measure(repeats: int = 31, epsilon: float = 4.0) -> dict[str, object]:
                 "speedup": naive / veil,
                 "sanitize_ms": send,
                 "composed_ms": composed,
+                "memo_first_ms": memo_first,
+                "memo_repeat_ms": memo_repeat,
             }
         )
     scripts = []
@@ -147,6 +166,17 @@ def render(result: dict[str, object]) -> str:
             f"{row['chars']:>8} {row['veil_ms']:>10.3f} {row['naive_ms']:>10.3f} {row['speedup']:>8.1f}x"
             f" {row['sanitize_ms']:>12.3f} {row['composed_ms']:>14.3f}"
         )
+    lines.append(
+        f"{'chars':>8} {'sanitize + memo, first send ms':>31} {'x sanitize':>10}"
+        f" {'repeat send ms':>15} {'x sanitize':>10}"
+    )
+    for row in result["rows"]:  # type: ignore[attr-defined]
+        if "memo_first_ms" in row:
+            lines.append(
+                f"{row['chars']:>8} {row['memo_first_ms']:>31.3f}"
+                f" {row['memo_first_ms'] / row['sanitize_ms']:>9.2f}x"
+                f" {row['memo_repeat_ms']:>15.3f} {row['memo_repeat_ms'] / row['sanitize_ms']:>9.2f}x"
+            )
     # Ratios against the ASCII text of the same length, measured in the same run (the
     # machine's load cancels out).
     base = next(r for r in result["rows"] if r["chars"] == 20_000)  # type: ignore[attr-defined]

@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from py_core import alphabets, krr
@@ -58,6 +58,7 @@ from py_core.errors import InvalidParameterError, StateError
 
 __all__ = [
     "LEDGER_FORMAT",
+    "TEXT_UNIT",
     "UNIT",
     "Setting",
     "WordMemo",
@@ -70,6 +71,9 @@ __all__ = [
 #: What is memoised, inside a word: a run of letters and digits, or a run of anything else
 #: (the extension's worker looks units up with the same rule in JavaScript).
 UNIT = re.compile(r"[^\W_]+|[\W_]+")
+#: The units of a whole text in one pass: :data:`UNIT` inside :data:`py_core.krr.WORD`
+#: (a run of non-letters stops at the six ASCII whitespace characters).
+TEXT_UNIT = re.compile(r"[^\W_]+|(?:[^\w \t\n\r\x0b\x0c]|_)+")
 
 #: The format tag of a lifetime ledger's counts (:func:`ledger_add`).
 LEDGER_FORMAT = "veil.word_ledger"
@@ -82,6 +86,7 @@ class Setting:
     alphabets: str
     latin_marks: bool
     epsilon: float
+    key: str = field(init=False, repr=False, compare=False)  # variant_key, computed once
 
     def __post_init__(self) -> None:
         alphabets.validate_mode(self.alphabets)
@@ -90,10 +95,7 @@ class Setting:
                 f"latin_marks must be true or false; got {self.latin_marks!r}"
             )
         object.__setattr__(self, "epsilon", krr.validate_epsilon(self.epsilon))
-
-    @property
-    def key(self) -> str:
-        return variant_key(self.alphabets, self.latin_marks, self.epsilon)
+        object.__setattr__(self, "key", variant_key(self.alphabets, self.latin_marks, self.epsilon))
 
 
 def variant_key(alphabets_mode: str, latin_marks: bool, epsilon: float) -> str:
@@ -172,11 +174,12 @@ class WordMemo:
                         "reset the word memo in Veil's options"
                     )
                 self._by_key[key] = variant
+        self._sent = {key: str(v["sent"]) for key, v in self._by_key.items()}
+        self._settled: set[tuple[str, str]] = set()  # added here, or reported in used
         #: New releases made by the sanitization: ``{"word", "variant"}`` each.
         self.added: list[dict[str, Any]] = []
         #: Stored variants reused: ``{"word", "variant"}`` each (once per word and setting).
         self.used: list[dict[str, Any]] = []
-        self._used_keys: set[tuple[str, str]] = set()
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -184,13 +187,11 @@ class WordMemo:
     def get(self, word: str, setting: Setting) -> str | None:
         """The form ``word`` was released as at ``setting``, or None if never."""
         key = (word, setting.key)
-        variant = self._by_key.get(key)
-        if variant is None:
-            return None
-        if key not in self._used_keys and not variant.get("_added"):
-            self._used_keys.add(key)
-            self.used.append({"word": word, "variant": _public(variant)})
-        return str(variant["sent"])
+        sent = self._sent.get(key)
+        if sent is not None and key not in self._settled:
+            self._settled.add(key)  # first use of a stored variant in this sanitization
+            self.used.append({"word": word, "variant": _public(self._by_key[key])})
+        return sent
 
     def add(self, word: str, setting: Setting, sent: str, slots: Mapping[str, int]) -> None:
         """Record the fresh release ``sent`` of ``word`` (its slot counts for the ledger)."""
@@ -206,7 +207,9 @@ class WordMemo:
             "sent": sent,
             "slots": dict(slots),
         }
-        self._by_key[key] = {**variant, "_added": True}
+        self._by_key[key] = variant
+        self._sent[key] = sent
+        self._settled.add(key)
         self.added.append({"word": word, "variant": variant})
 
 

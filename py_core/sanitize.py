@@ -25,7 +25,7 @@ from py_core import alphabets, krr
 from py_core.accounting import DEFAULT_DELTA, KRREvent, KrrPldAccountant
 from py_core.errors import InsecureRandomnessError, InvalidParameterError
 from py_core.language import HEADERS
-from py_core.memo import UNIT as memo_unit
+from py_core.memo import TEXT_UNIT as memo_units
 from py_core.memo import Setting, WordMemo
 
 __all__ = [
@@ -480,28 +480,32 @@ def _apply_memo(
     fresh_words = fresh_chars = reused_words = reused_chars = 0
     fresh_eps = 0.0
     by_class = costs.by_class
+    here: dict[str, str] = {}  # units met in this prompt -> their form (saves the memo's lookup)
     for start, end in _free_ranges(spans, len(text)):
-        for word_match in krr.WORD.finditer(text, start, end):
-            for match in memo_unit.finditer(text, *word_match.span()):
-                a, b = match.span()
-                word = match.group()
+        for match in memo_units.finditer(text, start, end):
+            a, b = match.span()
+            word = match.group()
+            stored = here.get(word)
+            if stored is None:
                 stored = memo.get(word, setting)
-                if stored is None:
-                    slot_counts: dict[str, int] = {}
-                    for code in set(cls[a:b]):
-                        n = cls.count(bytes([code]), a, b)
-                        fresh_eps += n * by_class[code].epsilon
-                        for slot in by_class[code].slots:
-                            slot_counts[slot] = slot_counts.get(slot, 0) + n
-                    memo.add(word, setting, perturbed[a:b], slot_counts)
-                    fresh_words += 1
-                    fresh_chars += b - a
-                    continue
-                out.append(perturbed[cursor:a])
-                out.append(stored)
-                cursor = b
-                reused_words += 1
-                reused_chars += b - a
+            if stored is None:
+                slot_counts: dict[str, int] = {}
+                for code in set(cls[a:b]):
+                    n = cls.count(bytes([code]), a, b)
+                    fresh_eps += n * by_class[code].epsilon
+                    for slot in by_class[code].slots:
+                        slot_counts[slot] = slot_counts.get(slot, 0) + n
+                here[word] = perturbed[a:b]
+                memo.add(word, setting, here[word], slot_counts)
+                fresh_words += 1
+                fresh_chars += b - a
+                continue
+            here[word] = stored
+            out.append(perturbed[cursor:a])
+            out.append(stored)
+            cursor = b
+            reused_words += 1
+            reused_chars += b - a
     out.append(perturbed[cursor:])
     return "".join(out), _Fresh(fresh_words, fresh_chars, fresh_eps, reused_words, reused_chars)
 

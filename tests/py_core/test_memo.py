@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from py_core import krr, memo, protect
 from py_core.accounting import KRREvent, KrrPldAccountant
@@ -251,3 +253,13 @@ def test_a_corrupted_ledger_is_never_reset_silently() -> None:
     with pytest.raises(StateError):
         memo.ledger_add({"format": "other"}, [])
     assert memo.ledger_summary(None)["words"] == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab9_-,. \t\n\u00a0\u3000é한\u0301x\x0c"), max_size=40))
+def test_one_pass_units_are_the_units_inside_words(text: str) -> None:
+    """memo.TEXT_UNIT (the send path's one pass) cuts exactly as UNIT inside krr.WORD."""
+    nested = [
+        u.span() for w in krr.WORD.finditer(text) for u in memo.UNIT.finditer(text, *w.span())
+    ]
+    assert [m.span() for m in memo.TEXT_UNIT.finditer(text)] == nested
