@@ -411,6 +411,7 @@ _VOTE_FIELDS = (
     "weak_vote_tokens",
     "public_fallback_tokens",
     "budget_spent",
+    "epsilon_store_level",
     "note",
 )
 

@@ -57,6 +57,18 @@ def test_calibrated_epsilon_matches_dp_accounting(epsilon, groups, gate, release
     assert {e.sensitivity for e in events} == {1.0, math.sqrt(2.0)}
 
 
+@pytest.mark.parametrize("epsilon", [2.0, 10.0])
+def test_the_store_level_epsilon_is_the_answer_at_twice_the_sensitivity(epsilon):
+    """A top-k swap changes two groups: the receipt's store-level ε, here and in dp-accounting."""
+    cfg = dv.DpVoteConfig(epsilon=epsilon)
+    cal = dv.calibrate(cfg, 64)
+    store = dv.store_level_epsilon(cal, cfg.delta)
+    doubled = [type(e)(e.sigma, 2 * e.sensitivity) for e in cal.events()]
+    assert store == pytest.approx(_theirs(doubled, cfg.delta), rel=2e-3)
+    # More than the answer's ε (it covers a weaker relation), at most 4x RDP's worth.
+    assert epsilon < store < 4.5 * epsilon
+
+
 def test_registry_lists_dp_vote_with_its_knobs_and_guarantee():
     entry = get_defense("dp_vote")
     assert "dp_vote" in DEFENSES

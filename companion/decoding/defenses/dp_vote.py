@@ -46,7 +46,7 @@ from companion.decoding.base import (
     calibrate_sigma,
 )
 from companion.decoding.noise import NoiseSource, check_source
-from py_core.accounting import DEFAULT_DELTA, GaussianEvent, IndividualRdpFilter
+from py_core.accounting import DEFAULT_DELTA, GaussianEvent, IndividualRdpFilter, RdpAccountant
 from py_core.errors import InvalidParameterError
 from py_core.validate import check_count, check_delta, check_positive
 
@@ -365,6 +365,7 @@ class DpVoteMechanism:
             for d in documents:
                 d["charge_rdp"] = charge
         spent_out = counts.get(GATE_SPENT, 0) + counts.get(RELEASE_SPENT, 0)
+        store_epsilon = store_level_epsilon(cal, self.config.delta)
         return {
             "groups": self.config.groups,
             "groups_used": sum(1 for m in self.assignment if m),
@@ -380,6 +381,7 @@ class DpVoteMechanism:
             "budget_spent": spent_out > 0,
             "documents": documents,
             "charge_rdp": charge,
+            "epsilon_store_level": store_epsilon,
             "note": (
                 f"{self.votes_ledger.released} token(s) were chosen by the private vote "
                 f"(of {cal.released} allowed) and {counts.get(AGREED, 0)} agreed with the "
@@ -390,8 +392,24 @@ class DpVoteMechanism:
                     if spent_out
                     else ""
                 )
+                + f" The answer's ε is for adding or removing one of the documents it was given;"
+                f" against adding or removing a document anywhere in the store, when retrieval"
+                f" keeps only the top k (one document can push another out), it is"
+                f" ε {store_epsilon:.1f} at the same δ."
             ),
         }
+
+
+def store_level_epsilon(calibration: Calibration, delta: float) -> float:
+    """The answer's ε against store-level add/remove when retrieval keeps the top k.
+
+    Removing a document may let the (k+1)-th candidate in: two groups change, so
+    every release has twice its sensitivity (docs/methods/dprag.md, "Scope").
+    """
+    accountant = RdpAccountant()
+    for event in calibration.events():
+        accountant.compose(GaussianEvent(event.sigma, 2.0 * event.sensitivity))
+    return accountant.get_epsilon(delta)
 
 
 def group_prompts(
