@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from companion.settings import veil_home
+from tests.companion.fakes import pdf_pages
 
 PAGES = [
     "Clinic letter. Page one is about the appointment on 3 May at Riverside Clinic.",
@@ -27,39 +28,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _pdf(pages: list[str]) -> bytes:
-    """A small PDF with one line of text per page (Helvetica), written by hand."""
-    n = len(pages)
-    kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(n))
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        f"<< /Type /Pages /Kids [{kids}] /Count {n} >>".encode(),
-    ]
-    font = 3 + 2 * n
-    for i, text in enumerate(pages):
-        stream = f"BT /F1 11 Tf 40 720 Td ({text}) Tj ET".encode()
-        objects.append(
-            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R "
-            f"/Resources << /Font << /F1 {font} 0 R >> >> >>".encode()
-        )
-        objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for i, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    for off in offsets:
-        out += b"%010d 00000 n \n" % off
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
 
 
 @pytest.fixture
@@ -104,7 +72,7 @@ def test_upload_a_pdf_ask_see_the_page_continue_and_reload(companion, tmp_path):
 
     app, port, home = companion
     pdf = tmp_path / "letter.pdf"
-    pdf.write_bytes(_pdf(PAGES))
+    pdf.write_bytes(pdf_pages(PAGES))
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         page = browser.new_page()

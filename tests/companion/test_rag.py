@@ -9,33 +9,7 @@ from companion.rag.chunking import chunk_text
 from companion.rag.ingest import extract_text
 from companion.rag.store import DocumentStore
 from py_core.errors import InvalidParameterError
-
-
-def _pdf(text: str) -> bytes:
-    """A minimal valid one-page PDF showing ``text`` (offsets computed, no library)."""
-    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-        b"/Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for i, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    for off in offsets:
-        out += b"%010d 00000 n \n" % off
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
+from tests.companion.fakes import pdf_pages
 
 
 @pytest.mark.parametrize(
@@ -56,7 +30,7 @@ def _pdf(text: str) -> bytes:
             "Your HbA1c is 6.1%.",
             "eml",
         ),
-        ("a.pdf", _pdf("Lab report for the clinic"), "Lab report for the clinic", "pdf"),
+        ("a.pdf", pdf_pages(["Lab report for the clinic"]), "Lab report for the clinic", "pdf"),
     ],
 )
 def test_extract_text_reads_every_supported_format(name, data, expected, kind):

@@ -7,8 +7,7 @@ from fastapi.testclient import TestClient
 
 from companion.app import create_app
 from companion.settings import Settings
-from tests.companion.fakes import KeywordEmbedder
-from tests.companion.test_rag_ingest import pdf_pages
+from tests.companion.fakes import KeywordEmbedder, pdf_pages
 
 BASE = "http://127.0.0.1:8765"
 
