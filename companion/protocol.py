@@ -8,11 +8,26 @@ streamed chunk.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from companion.decoding.registry import DEFAULT_DEFENSE, DEFENSES, check_name
+
+# Retrieval options, the same for chat and search (defaults: the companion's settings).
+RetrievalMode = Annotated[
+    Literal["vector", "bm25", "hybrid"] | None,
+    Field(description="vector, bm25 or hybrid (default: the companion's retrieval_mode)"),
+]
+MinScore = Annotated[
+    float | None,
+    Field(
+        ge=-1.0,
+        le=1.0,
+        description="relevance threshold on the cosine score: chunks under it are not "
+        "retrieved (default: the companion's retrieval_min_score)",
+    ),
+]
 
 
 class ContentPart(BaseModel):
@@ -77,16 +92,8 @@ class ChatCompletionRequest(BaseModel):
         "Settings.followup_query)",
     )
     retrieval_top_k: int | None = Field(None, ge=1, le=20)
-    retrieval_mode: Literal["vector", "bm25", "hybrid"] | None = Field(
-        None, description="vector, bm25 or hybrid (default: the companion's retrieval_mode)"
-    )
-    retrieval_min_score: float | None = Field(
-        None,
-        ge=-1.0,
-        le=1.0,
-        description="relevance threshold on the cosine score: chunks under it are not "
-        "retrieved (default: the companion's retrieval_min_score)",
-    )
+    retrieval_mode: RetrievalMode = None
+    retrieval_min_score: MinScore = None
     defense: str = Field(DEFAULT_DEFENSE, description="one of " + ", ".join(DEFENSES))
     defense_params: dict[str, Any] = Field(default_factory=dict)
 
@@ -227,15 +234,8 @@ class SearchRequest(BaseModel):
     query: str = Field(..., min_length=1, max_length=10_000)
     collection: str = "default"
     top_k: int = Field(4, ge=1, le=50)
-    retrieval_mode: Literal["vector", "bm25", "hybrid"] | None = Field(
-        None, description="vector, bm25 or hybrid (default: the companion's retrieval_mode)"
-    )
-    retrieval_min_score: float | None = Field(
-        None,
-        ge=-1.0,
-        le=1.0,
-        description="relevance threshold on the cosine score (default: the companion's)",
-    )
+    retrieval_mode: RetrievalMode = None
+    retrieval_min_score: MinScore = None
 
 
 class SearchResponse(BaseModel):
