@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import random
+import string
 import time
 
 import pytest
@@ -15,20 +17,13 @@ from py_core.sanitize import DEFAULT_HEADER
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]
 
 HOST = "chatgpt.com"
-# 300 letters in 50 six-letter words: enough characters for a frequency check.
-WORDS = [
-    "harbor",
-    "silver",
-    "candle",
-    "window",
-    "garden",
-    "pencil",
-    "bridge",
-    "forest",
-    "button",
-    "planet",
-]
-TEXT = " ".join(WORDS[i % len(WORDS)] for i in range(50))
+# 300 letters in 50 distinct six-letter words: enough characters for a frequency check.
+# Distinct, because the word memo sends a repeated word as one draw (its letters would
+# not be independent draws).
+_LETTERS = random.Random(13)
+WORDS = sorted({"".join(_LETTERS.choices(string.ascii_lowercase, k=6)) for _ in range(60)})[:50]
+TEXT = " ".join(WORDS)
+assert len(set(WORDS)) == 50 and len(TEXT.replace(" ", "")) == 300
 
 
 def body_of(sent: str) -> str:
