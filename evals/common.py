@@ -33,7 +33,7 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -144,6 +144,23 @@ def write_report(out: Path, text: str) -> Path:
 
 
 # -- tables and plots ----------------------------------------------------------------
+
+
+def report_with_goals(
+    results: Any,
+    out: Path,
+    write: Callable[[Any, Path], Path],
+    goals: Callable[[Any], list[str]],
+    *,
+    echo: bool = True,
+) -> Path:
+    """Add the goal notes to ``results``, write its report with ``write``; print the notes."""
+    results.notes.extend(goals(results))
+    path = write(results, out)
+    if echo:
+        for note in results.notes:
+            print(f"- {note}")
+    return path
 
 
 def markdown_table(headers: Sequence[object], rows: Iterable[Sequence[object]]) -> str:

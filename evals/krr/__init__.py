@@ -25,7 +25,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from evals.common import find_row
+from evals.common import find_row, report_with_goals
 from evals.krr.config import FULL, SMOKE, Config
 
 __all__ = ["FULL", "SMOKE", "add_arguments", "evaluate", "goal_notes", "render", "repeat_notes"]
@@ -68,11 +68,7 @@ def evaluate(args: argparse.Namespace, config: Config) -> Path:
     results = run_evaluation(
         config, args.out, write_calibration=CALIBRATION_TARGET if args.write_calibration else None
     )
-    results.notes.extend(goal_notes(results))
-    path = write_report(results, args.out)
-    for note in results.notes:
-        print(f"- {note}")
-    return path
+    return report_with_goals(results, args.out, write_report, goal_notes)
 
 
 def _only_repeat(args: argparse.Namespace, config: Config) -> Path:
@@ -124,11 +120,7 @@ def _only_repeat(args: argparse.Namespace, config: Config) -> Path:
         "added to the results of the run described above"
     )
     results.timings["repeat_s"] = time.perf_counter() - t0
-    results.notes.extend(goal_notes(results))
-    path = write_report(results, args.out)
-    for note in results.notes:
-        print(f"- {note}")
-    return path
+    return report_with_goals(results, args.out, write_report, goal_notes)
 
 
 def render(out: Path) -> Path:
@@ -137,8 +129,7 @@ def render(out: Path) -> Path:
     from evals.krr.report import write_report
 
     results = Results.from_dict(read_results(out))
-    results.notes.extend(goal_notes(results))
-    return write_report(results, out)
+    return report_with_goals(results, out, write_report, goal_notes, echo=False)
 
 
 def goal_notes(results: Any) -> list[str]:

@@ -22,7 +22,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from evals.common import find_row
+from evals.common import find_row, report_with_goals
 from evals.scripts.config import FULL, SMOKE, Config
 
 __all__ = ["FULL", "SMOKE", "add_arguments", "evaluate", "goal_notes", "render"]
@@ -56,11 +56,7 @@ def evaluate(args: argparse.Namespace, config: Config) -> Path:
         args.out,
         write_calibration=PY_CORE if getattr(args, "write_calibration", False) else None,
     )
-    results.notes.extend(goal_notes(results))
-    path = write_report(results, args.out)
-    for note in results.notes:
-        print(f"- {note}")
-    return path
+    return report_with_goals(results, args.out, write_report, goal_notes)
 
 
 def render(out: Path) -> Path:
@@ -69,8 +65,7 @@ def render(out: Path) -> Path:
     from evals.scripts.report import write_report
 
     results = Results.from_dict(read_results(out))
-    results.notes.extend(goal_notes(results))
-    return write_report(results, out)
+    return report_with_goals(results, out, write_report, goal_notes, echo=False)
 
 
 def goal_notes(results: Any) -> list[str]:
