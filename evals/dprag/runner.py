@@ -19,9 +19,12 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evals import common
+
+if TYPE_CHECKING:
+    from companion.decoding.defenses.dp_vote import DpVoteConfig, DpVoteMechanism
 from evals.dprag.config import Config
 from evals.dprag.corpus import (
     CORPUS_SEED,
@@ -41,6 +44,51 @@ BASELINES: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("copy_aware", "copy_aware", {}),
     ("bounded", "bounded", {}),
 )
+
+
+def vote_answer(
+    lm: Any,
+    tok: Any,
+    public: list[int],
+    dp: DpVoteConfig,
+    documents: Sequence[tuple[str, str]],
+    passes: Any,
+    seed: int,
+    max_tokens: int,
+) -> tuple[Any, DpVoteMechanism]:
+    """Answer with dp_vote from group passes already prefilled: the result and its mechanism."""
+    from companion.decoding.config import DefenseConfig
+    from companion.decoding.defenses.dp_vote import DpVoteMechanism
+    from companion.decoding.generate import generate_text
+    from companion.decoding.noise import secure_generator
+
+    made: list[DpVoteMechanism] = []
+
+    def build(_defense: Any, ctx: Any) -> DpVoteMechanism:
+        made.append(
+            DpVoteMechanism(
+                dp,
+                max_tokens=ctx.max_tokens,
+                generator=ctx.generator,
+                prompt_length=ctx.prompt_length,
+                documents=documents,
+                groups=passes,
+            )
+        )
+        return made[0]
+
+    res = generate_text(
+        lm.model,
+        tok,
+        public,
+        defense=DefenseConfig("dp_vote", dp),
+        generator=secure_generator("cpu", seed=seed),
+        public_prompt_ids=public,
+        max_new_tokens=max_tokens,
+        stop=getattr(lm, "stops", ()),
+        build=build,
+    )
+    return res, made[0]
 
 
 def dp_label(epsilon: float) -> str:
@@ -161,10 +209,7 @@ class Answerer:
     ) -> list[dict[str, Any]]:
         import torch
 
-        from companion.decoding.config import DefenseConfig
-        from companion.decoding.defenses.dp_vote import DpVoteConfig, DpVoteMechanism, group_passes
-        from companion.decoding.generate import generate_text
-        from companion.decoding.noise import secure_generator
+        from companion.decoding.defenses.dp_vote import DpVoteConfig, group_passes
         from companion.rag.prompt import build_messages, encode_chat
 
         cfg = self.config
@@ -198,27 +243,9 @@ class Answerer:
             with torch.inference_mode():
                 own = passes.clone()
 
-            def build(_defense: Any, ctx: Any, dp: Any = dp, own: Any = own) -> Any:
-                return DpVoteMechanism(
-                    dp,
-                    max_tokens=ctx.max_tokens,
-                    generator=ctx.generator,
-                    prompt_length=ctx.prompt_length,
-                    documents=documents,
-                    groups=own,
-                )
-
             t1 = time.perf_counter()
-            res = generate_text(
-                self.lm.model,
-                tok,
-                public,
-                defense=DefenseConfig("dp_vote", dp),
-                generator=secure_generator("cpu", seed=seed + 7919 * (i + 1)),
-                public_prompt_ids=public,
-                max_new_tokens=max_tokens,
-                stop=getattr(self.lm, "stops", ()),
-                build=build,
+            res, _mechanism = vote_answer(
+                self.lm, tok, public, dp, documents, own, seed + 7919 * (i + 1), max_tokens
             )
             seconds = prefill + time.perf_counter() - t1
             receipt = res.receipt.to_dict() if res.receipt else {}
@@ -305,15 +332,11 @@ def filter_run(
     """``n`` questions under one lifetime filter: each note's total epsilon stays <= the budget."""
     import torch
 
-    from companion.decoding.config import DefenseConfig
     from companion.decoding.defenses.dp_vote import (
         DpVoteConfig,
-        DpVoteMechanism,
         calibrate,
         group_passes,
     )
-    from companion.decoding.generate import generate_text
-    from companion.decoding.noise import secure_generator
     from companion.rag.prompt import build_messages, encode_chat
     from py_core.accounting import IndividualRdpFilter
 
@@ -362,39 +385,14 @@ def filter_run(
                 prefilled[key] = passes
             own = prefilled[key].clone()
 
-            made: list[Any] = []
-
-            def build(
-                _d: Any, ctx: Any, own: Any = own, admitted: Any = admitted, made: Any = made
-            ) -> Any:
-                made.append(
-                    DpVoteMechanism(
-                        dp,
-                        max_tokens=ctx.max_tokens,
-                        generator=ctx.generator,
-                        prompt_length=ctx.prompt_length,
-                        documents=admitted,
-                        groups=own,
-                    )
-                )
-                return made[0]
-
-            res = generate_text(
-                answerer.lm.model,
-                tok,
-                public,
-                defense=DefenseConfig("dp_vote", dp),
-                generator=secure_generator("cpu", seed=seed + 104729 * (i + 1)),
-                public_prompt_ids=public,
-                max_new_tokens=max_tokens,
-                stop=getattr(answerer.lm, "stops", ()),
-                build=build,
+            res, mechanism = vote_answer(
+                answerer.lm, tok, public, dp, admitted, own, seed + 104729 * (i + 1), max_tokens
             )
         seconds = time.perf_counter() - t0
         # Admitted for the worst case, charged what the answer really ran (its gate queries
         # and vote releases): the filter's adaptive composition (docs/methods/dprag.md).
-        ledger = made[0].votes_ledger
-        realised = made[0].calibration.events(ledger.gated, ledger.released)
+        ledger = mechanism.votes_ledger
+        realised = mechanism.calibration.events(ledger.gated, ledger.released)
         if admitted and realised:
             flt.charge([k for k, _t in admitted], realised)
         spent = list(flt.spent.values())
