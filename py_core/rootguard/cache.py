@@ -337,36 +337,27 @@ class RootCache:
         return self.profile.evaluate_all(self.root_values())
 
     # -- persistence ------------------------------------------------------------------------
+    def _drawn(self, name: str, root: CachedRoot) -> dict[str, Any]:
+        """One drawn value of root ``name`` as the state stores it."""
+        return {
+            "index": root.index,
+            "value": self.profile.roots[name].grid.value(root.index),
+            "epsilon": root.epsilon,
+            "domain": list(root.domain),
+            "precision": root.precision,
+            "privacy_unit": root.privacy_unit,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {
             "format": STATE_FORMAT,
             "version": 1,
-            "roots": {
-                name: {
-                    "index": root.index,
-                    "value": self.profile.roots[name].grid.value(root.index),
-                    "epsilon": root.epsilon,
-                    "domain": list(root.domain),
-                    "precision": root.precision,
-                    "privacy_unit": root.privacy_unit,
-                }
-                for name, root in sorted(self.roots.items())
-            },
+            "roots": {name: self._drawn(name, root) for name, root in sorted(self.roots.items())},
             "ledger": [dict(entry) for entry in self.ledger],
         }
         if any(self.drifts.values()):  # absent when empty: older states keep their checksum
             body["drifts"] = {
-                name: {
-                    str(key): {
-                        "index": root.index,
-                        "value": self.profile.roots[name].grid.value(root.index),
-                        "epsilon": root.epsilon,
-                        "domain": list(root.domain),
-                        "precision": root.precision,
-                        "privacy_unit": root.privacy_unit,
-                    }
-                    for key, root in sorted(entries.items())
-                }
+                name: {str(key): self._drawn(name, root) for key, root in sorted(entries.items())}
                 for name, entries in sorted(self.drifts.items())
                 if entries
             }
