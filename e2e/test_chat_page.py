@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +13,7 @@ from typing import Any
 import pytest
 
 from companion.settings import veil_home
-from tests.companion.fakes import pdf_pages
+from tests.companion.fakes import free_port, pdf_pages, serve_http
 
 PAGES = [
     "Clinic letter. Page one is about the appointment on 3 May at Riverside Clinic.",
@@ -24,16 +21,8 @@ PAGES = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def companion(tmp_path: Path) -> Iterator[tuple[Any, int, Path]]:
-    import uvicorn
-
     from companion.app import create_app
     from companion.settings import Settings
 
@@ -45,20 +34,10 @@ def companion(tmp_path: Path) -> Iterator[tuple[Any, int, Path]]:
             if (cached / "veil-source.json").exists():
                 (home / "models").mkdir(exist_ok=True)
                 os.symlink(cached, home / "models" / cached.name)
-    port = _free_port()
+    port = free_port()
     app = create_app(Settings(home=home, port=port))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.time() + 120
-        while not server.started:
-            assert time.time() < deadline and thread.is_alive(), "the companion did not start"
-            time.sleep(0.2)
+    with serve_http(app, port, timeout=120):
         yield app, port, home
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 @pytest.mark.slow

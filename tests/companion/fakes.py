@@ -1,7 +1,9 @@
-"""Stand-ins the companion tests share: sentence embedders that load nothing."""
+"""Stand-ins the companion tests share: embedders that load nothing, a PDF, a served app."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -79,3 +81,35 @@ def pdf_pages(pages: list[str]) -> bytes:
         xref,
     )
     return bytes(out)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve_http(app: Any, port: int, *, timeout: float = 30.0) -> Iterator[str]:
+    """Run ``app`` with uvicorn in a thread; yields its base URL."""
+    import threading
+    import time
+
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + timeout
+    while not server.started:
+        if time.time() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import threading
-import time
 
 import pytest
 
 from companion.settings import veil_home
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.companion.fakes import free_port, serve_http
 
 
 @pytest.mark.slow
@@ -25,7 +17,6 @@ def test_chat_page_uploads_asks_and_shows_the_receipt(tmp_path):
     chromium = shutil.which("chromium")
     if chromium is None:
         pytest.skip("chromium is not installed")
-    import uvicorn
     from playwright.sync_api import sync_playwright
 
     from companion.app import create_app
@@ -34,16 +25,9 @@ def test_chat_page_uploads_asks_and_shows_the_receipt(tmp_path):
     models = str(veil_home() / "models")
     if os.path.isdir(models):
         os.symlink(models, tmp_path / "models")
-    port = _free_port()
+    port = free_port()
     app = create_app(Settings(home=tmp_path, port=port))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.time() + 120
-        while not server.started:
-            assert time.time() < deadline and thread.is_alive(), "the companion did not start"
-            time.sleep(0.2)
+    with serve_http(app, port, timeout=120):
         note = tmp_path / "visit.txt"
         note.write_text("Doctor: for the sprained ankle, rest, ice and ibuprofen 400 mg.")
         with sync_playwright() as p:
@@ -87,6 +71,3 @@ def test_chat_page_uploads_asks_and_shows_the_receipt(tmp_path):
             assert kinds["bounded"] == "meaningful" and kinds["static"] == "weak"
             assert kinds["pad"] in ("heuristic", "unprotected") and kinds["none"] == "unprotected"
             browser.close()
-    finally:
-        server.should_exit = True
-        thread.join(30)

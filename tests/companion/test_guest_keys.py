@@ -26,7 +26,7 @@ from companion.keys import GUEST_ROUTES, KEY_PREFIX, KeyStore, keys_path, parse_
 from companion.models import load_causal_lm
 from py_core.errors import InvalidParameterError
 from tests.companion.audit_support import SMALL
-from tests.companion.fakes import ConstantEmbedder
+from tests.companion.fakes import ConstantEmbedder, free_port, serve_http
 
 BASE = "http://127.0.0.1:8765"
 NOTE = (
@@ -548,39 +548,22 @@ def test_the_openai_sdk_works_with_a_guest_key(client):
 # ---------------------------------------------------------------------------- the page
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_the_chat_page_creates_lists_and_revokes_guest_keys(tmp_path):
     """In Chromium: the owner creates a key (shown once), sees it listed, and revokes it."""
     import shutil
-    import threading
 
     chromium = shutil.which("chromium")
     if chromium is None:
         pytest.skip("chromium is not installed")
     import httpx
-    import uvicorn
     from playwright.sync_api import sync_playwright
 
     folder = _tiny_chat_model(tmp_path / "tiny")
-    port = _free_port()
+    port = free_port()
     app = _app(tmp_path, folder, None, port=port)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 60
-        while not server.started:
-            assert time.time() < deadline and thread.is_alive(), "the companion did not start"
-            time.sleep(0.1)
+    with serve_http(app, port, timeout=60):
         owner = {"Authorization": f"Bearer {app.state.token}"}
         upload = httpx.post(
             f"{base}/v1/documents",
@@ -615,9 +598,6 @@ def test_the_chat_page_creates_lists_and_revokes_guest_keys(tmp_path):
             page.wait_for_selector("#key-list li.revoked:has-text('for Ada')")
             assert httpx.get(f"{base}/v1/models", headers=guest).status_code == 401
             browser.close()
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 # ------------------------------------------------------------- the PAD evaluation's guest path

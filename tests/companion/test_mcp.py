@@ -3,23 +3,17 @@ the /mcp endpoint's token/Host/Origin checks, and the record shared with the ext
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import re
-import socket
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
-import uvicorn
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
@@ -32,6 +26,7 @@ from py_core.errors import StateError
 from py_core.rootguard import api
 from py_core.rootguard.cache import RootCache
 from py_core.rootguard.profile import load_profile
+from tests.companion.fakes import free_port, serve_http
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -214,30 +209,6 @@ def test_serve_without_a_record_exits_with_a_clear_message(tmp_path):
 
 
 # -- HTTP in the companion ---------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def serve_http(app: Any, port: int) -> Iterator[str]:
-    """Run ``app`` with uvicorn in a thread; yields its base URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not server.started:
-        if time.time() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
 
 
 @pytest.fixture(scope="module")

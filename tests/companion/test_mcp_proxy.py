@@ -29,7 +29,8 @@ from py_core.errors import InvalidParameterError
 from py_core.rootguard import api
 from py_core.rootguard.profile import load_profile
 from py_core.rootguard.units import QUANTITIES, convert
-from tests.companion.test_mcp import TRUTH, free_port, leaks, make_record, seeded_state, serve_http
+from tests.companion.fakes import free_port, serve_http
+from tests.companion.test_mcp import TRUTH, leaks, make_record, seeded_state
 
 ROOT = Path(__file__).resolve().parents[2]
 STATE = seeded_state(TRUTH)
