@@ -74,7 +74,7 @@ export function withMemo(ext, text, call, { siteId = null, save = null } = {}) {
     }
     // A caller's own stores (RootGuard's state) happen before the memo is written.
     if (save) await save(result);
-    await storeReleases(ext, memo, result, siteId);
+    await storeReleases(ext, memo, ledger, result, siteId);
     return result;
   });
 }
@@ -86,7 +86,7 @@ async function redrawn(ext, memo, result) {
   return added.filter((r) => (memo[r.word] || []).some((v) => variantKey(v) === variantKey(r.variant)));
 }
 
-async function storeReleases(ext, memo, result, siteId) {
+async function storeReleases(ext, memo, ledger, result, siteId) {
   if (!result.memoAdded?.length && !result.memoSeen?.length && !result.ledgerTotal) return;
   const now = Date.now();
   const changed = {};
@@ -109,7 +109,6 @@ async function storeReleases(ext, memo, result, siteId) {
   const dropped = order.length > UNSENT_LIMIT ? order.splice(0, order.length - UNSENT_LIMIT) : [];
   items.memoUnsent = order;
   if (result.ledgerTotal && siteId) {
-    const ledger = await loadLedger(ext);
     items.memoLedger = { total: result.ledgerTotal, sites: { ...ledger.sites, [siteId]: result.ledgerSite } };
   }
   await ext.storage.local.set(items);
