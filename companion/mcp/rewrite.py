@@ -8,19 +8,34 @@ answers (RootGuard: the one cached draw; a derived value: ``f(noisy roots)``):
    names a profile value (an alias: ``weight``, ``body_weight_lb``,
    ``systolicBP``, "Patient's weight in kilograms"), and the value of a
    name/value pair (``{"name": "ALT", "value": 35, "unit": "U/L"}``).  A number,
-   or a string that is a number with an optional unit (``"81.3"``,
-   ``"178 lb"``), is replaced by the noisy value in the unit it was written in
-   (from the string, a sibling ``unit`` field, the field's name or description;
-   else the profile's unit), with as many decimals.  A root's field whose number
-   lies outside the root's public domain and is not the true value (the
-   ``height`` of a font) is left alone.
-2. **Free text.**  Every other string goes through RootGuard's finder
-   (:func:`py_core.rootguard.text.find_mentions`): numbers in a recognised
-   context that equal the person's true value.
-3. **Declared values anywhere** (``strict``, the default).  Any other JSON
-   number or numeric string that equals one of the person's true values at its
-   written precision is replaced as if its field had named that value; one that
-   equals several is refused (:class:`ArgumentRefused`), not guessed.
+   or a string that is one number with an optional unit (``"81.3"``,
+   ``"178 lb"``, ``"93,7 kg"``, ``"9.37e1"``, ``"263,000/uL"``), is replaced by
+   the noisy value in the unit it was written in (from the string, a sibling
+   ``unit`` field, the field's name -- ``weight_g``, ``age_months`` -- or
+   description; else the profile's unit), written the same way (decimals, decimal
+   comma, thousands separator, exponent).  A root's field whose number lies
+   outside the root's public domain and is not the true value (the ``height`` of
+   a font) is left alone.  Object keys are rewritten like strings.
+2. **Structures inside a string.**  JSON (parsed, walked like arguments, written
+   back), a table (CSV, semicolon or tab separated, a Markdown table: each cell
+   as a field named by its column), SQL ``INSERT ... (columns) VALUES (...)``
+   (each literal as a field named by its column) and ``key=value`` anywhere
+   (``w=93.7;h=181.3``, ``?weight=93.7``, ``SET weight_kg = 93.7``, YAML).
+3. **Free text.**  RootGuard's finder (:func:`py_core.rootguard.text.find_mentions`)
+   first; then every number written in any format
+   (:func:`py_core.rootguard.written.number_runs`), with its context: an alias of
+   a value before it (also across a range or list: "weight 92-93.7 kg",
+   "between 93.7 and 95 kg"), a unit after it or after its range or list, the
+   field it is in.  In context, a number that equals the person's true value of
+   that value is replaced.
+4. **Declared values anywhere** (``strict``, the default).  Any other number --
+   a JSON number, a numeric string, any reading of a number in a text -- that
+   equals one of the person's true values at its written precision (in the
+   value's unit, in the unit written after it, or in another unit of its
+   quantity when written at least that finely: ``1.813`` m) is replaced as if its
+   field had named that value; one that equals several is refused
+   (:class:`ArgumentRefused`), not guessed, and so are object keys that would
+   become the same key.
 
 Every replacement is returned as a :class:`Rewrite`: where, which value, how it
 was found and what was sent -- never what was there.
@@ -29,6 +44,7 @@ was found and what was sent -- never what was there.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -38,8 +54,16 @@ from typing import Any
 from companion.mcp.guard import NoiseSource, decimals_of, precision_of
 from py_core.errors import InvalidParameterError
 from py_core.rootguard.profile import DerivedSpec, Profile
-from py_core.rootguard.text import find_mentions, replace_mentions
-from py_core.rootguard.units import QUANTITIES, convert
+from py_core.rootguard.text import (
+    alias_hits,
+    dates_and_times,
+    find_mentions,
+    names_before,
+    replace_mentions,
+    unit_after,
+)
+from py_core.rootguard.units import QUANTITIES
+from py_core.rootguard.written import Written, convert_any, factor, number_runs, parse_single
 
 __all__ = ["ArgumentRefused", "Rewrite", "Rewriter"]
 
@@ -85,6 +109,20 @@ _UNITS = {
     **dict.fromkeys(("kg/m2", "kgm2"), "kg/m2"),
     **dict.fromkeys(("%", "percent", "pct"), "%"),
     **dict.fromkeys(("ml/min/1.73m2", "ml/min"), "mL/min/1.73m2"),
+    # The units of py_core.rootguard.written.EXTRA_UNITS.
+    **dict.fromkeys(("g", "gr", "gram", "grams", "gramm"), "g"),
+    **dict.fromkeys(("mg", "milligram", "milligrams"), "mg"),
+    **dict.fromkeys(("oz", "ounce", "ounces"), "oz"),
+    **dict.fromkeys(("st", "stone", "stones"), "st"),
+    **dict.fromkeys(("months", "month", "mo", "mos", "mths", "mth"), "months"),
+    **dict.fromkeys(("weeks", "week", "wk", "wks"), "weeks"),
+    **dict.fromkeys(("days", "day"), "days"),
+    **dict.fromkeys(("dm", "decimeter", "decimeters", "decimetre", "decimetres"), "dm"),
+    **dict.fromkeys(("/ul", "perul", "ul", "/mm3", "mm3", "cells/ul", "/microliter"), "/uL"),
+    "g/l": "g/L",
+    "mg/l": "mg/L",
+    "kpa": "kPa",
+    **dict.fromkeys(("ukat/l", "ukatl"), "ukat/L"),
 }
 # Words that say nothing about which value a field holds.
 _FILLER = frozenset(
@@ -124,6 +162,34 @@ def _number_decimals(value: float) -> int:
     if "e" in text or "E" in text:
         return 6
     return _written_decimals(text)
+
+
+# A key written before a number: "weight_kg=93.7", "?weight=93.7&", "SET weight_kg = 93.7",
+# '"weight": 93.7', "weight_kg: 93.7" (a ":" only after a key that looks like code).
+_KEY_BEFORE = re.compile(
+    r"""(?:^|[^\w.\-])(?P<q>["']?)(?P<key>[A-Za-z_][\w.\-]{0,60})(?P=q)\s*"""
+    r"""(?P<sep>==?|:=|=>|->|:)\s*["']?$"""
+)
+_INSERT = re.compile(
+    r"\binsert\s+(?:or\s+\w+\s+)?into\s+[\w.\"`\[\]]+\s*\((?P<cols>[^()]*)\)\s*values\s*",
+    re.IGNORECASE,
+)
+_TABLE_DELIMITERS = (",", ";", "\t", "|")
+_MAX_DEPTH = 8
+
+
+def _overlaps(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+    return any(a < end and start < b for a, b in spans)
+
+
+def _apply(text: str, edits: list[tuple[int, int, str]]) -> str:
+    out, position = [], 0
+    for start, end, new in sorted(edits):
+        out.append(text[position:start])
+        out.append(new)
+        position = end
+    out.append(text[position:])
+    return "".join(out)
 
 
 class Rewriter:
@@ -169,25 +235,45 @@ class Rewriter:
         self._field_cache[(key, description)] = found
         return found
 
+    def _quantity(self, name: str) -> str:
+        return self.profile.spec(name).quantity
+
+    def _unit_word(self, name: str, text: str) -> str | None:
+        """The unit of ``name``'s quantity that ``text`` is, if it is one."""
+        quantity = self._quantity(name)
+        if quantity == "platelets" and re.fullmatch(r"\s*G\s*/\s*L\s*", text):
+            return "G/L"
+        unit = _UNITS.get(_norm_unit(text))
+        if unit is not None and factor(quantity, unit) is not None:
+            return unit
+        return None
+
     def _unit_hint(self, name: str, *texts: str) -> str | None:
         """A unit of ``name``'s quantity written in ``texts`` (a key, a description, a unit)."""
-        factors = QUANTITIES[self.profile.spec(name).quantity].factors
         for text in texts:
             if not text:
                 continue
-            whole = _UNITS.get(_norm_unit(text))
-            if whole in factors:
+            whole = self._unit_word(name, text)
+            if whole is not None:
                 return whole
             tokens = re.split(r"[\s_,;()\[\]]+", _CAMEL.sub(r"\1 \2", text))
             for token in tokens:
-                unit = _UNITS.get(_norm_unit(token))
-                if unit in factors:
+                unit = self._unit_word(name, token) if token else None
+                if unit is not None:
                     return unit
             words = _words(text)
             for a, b in itertools.pairwise(words):
-                unit = _UNITS.get(f"{a}/{b}")
-                if unit in factors:
+                unit = self._unit_word(name, f"{a}/{b}")
+                if unit is not None:
                     return unit
+        return None
+
+    def _unit_of_text(self, unit_text: str, name: str | None) -> str | None:
+        """The unit ``unit_text`` writes, of ``name``'s quantity (or of any value's)."""
+        for n in [name] if name is not None else self.profile.names:
+            unit = self._unit_word(n, unit_text)
+            if unit is not None:
+                return unit
         return None
 
     # -- the walk -------------------------------------------------------------------------------
@@ -199,7 +285,7 @@ class Rewriter:
     ) -> tuple[dict[str, Any], list[Rewrite]]:
         """``arguments`` with the person's values replaced, and the list of replacements."""
         log: list[Rewrite] = []
-        out = self._walk(dict(arguments), schema or {}, "$", None, (), source, log)
+        out = self._walk(dict(arguments), schema or {}, "$", None, (), source, log, 0)
         return out, log
 
     def _walk(
@@ -211,14 +297,15 @@ class Rewriter:
         hints: tuple[str, ...],
         source: NoiseSource,
         log: list[Rewrite],
+        depth: int,
     ) -> Any:
         if isinstance(value, Mapping):
-            return self._walk_object(value, schema, path, name, hints, source, log)
+            return self._walk_object(value, schema, path, name, hints, source, log, depth)
         if isinstance(value, list):
             raw = schema.get("items")
             items: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
             return [
-                self._walk(v, items, f"{path}[{i}]", name, hints, source, log)
+                self._walk(v, items, f"{path}[{i}]", name, hints, source, log, depth)
                 for i, v in enumerate(value)
             ]
         if isinstance(value, bool) or value is None:
@@ -226,7 +313,7 @@ class Rewriter:
         if isinstance(value, int | float):
             return self._number(value, path, name, hints, source, log, "field")
         if isinstance(value, str):
-            return self._string(value, path, name, hints, source, log)
+            return self._string(value, path, name, hints, source, log, depth)
         return value
 
     def _walk_object(
@@ -238,6 +325,7 @@ class Rewriter:
         hints: tuple[str, ...],
         source: NoiseSource,
         log: list[Rewrite],
+        depth: int,
     ) -> dict[str, Any]:
         raw = schema.get("properties")
         props: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
@@ -250,27 +338,43 @@ class Rewriter:
             if key.lower() in _UNIT_KEYS and isinstance(v, str):
                 unit_text = v
         out: dict[str, Any] = {}
-        for key, v in value.items():
+        for index, (key, v) in enumerate(value.items()):
             found = props.get(key)
             sub: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
             description = sub.get("description") or sub.get("title") or ""
-            sub_path = f"{path}.{key}" if re.fullmatch(r"[A-Za-z_]\w*", key) else f"{path}[{key!r}]"
+            new_key = key
+            if re.search(r"\d", key):  # a key can be a value: {"93.7": "2026-11-03"}
+                new_key = self._string(
+                    key, f"{path}.<key {index}>", name, hints, source, log, depth
+                )
+            sub_path = (
+                f"{path}.{new_key}"
+                if re.fullmatch(r"[A-Za-z_]\w*", new_key)
+                else f"{path}[{new_key!r}]"
+            )
             if key.lower() in _UNIT_KEYS or (key.lower() in _LABEL_KEYS and isinstance(v, str)):
                 # A label or unit field is text about the value, not the value.
-                out[key] = self._walk(v, sub, sub_path, None, (), source, log)
-                continue
-            if pair is not None and key.lower() in _VALUE_KEYS:
-                out[key] = self._walk(
-                    v, sub, sub_path, pair, (unit_text, label, str(description)), source, log
-                )
-                continue
-            field = self.field_value(key, str(description))
-            if field is not None:
-                out[key] = self._walk(
-                    v, sub, sub_path, field, (key, str(description), unit_text), source, log
-                )
+                new = self._walk(v, sub, sub_path, None, (), source, log, depth)
+            elif pair is not None and key.lower() in _VALUE_KEYS:
+                new = self._walk(
+                    v, sub, sub_path, pair, (unit_text, label, str(description)), source, log,
+                    depth,
+                )  # fmt: skip
             else:
-                out[key] = self._walk(v, sub, sub_path, name, hints, source, log)
+                field = self.field_value(key, str(description))
+                if field is not None:
+                    new = self._walk(
+                        v, sub, sub_path, field, (key, str(description), unit_text), source, log,
+                        depth,
+                    )  # fmt: skip
+                else:
+                    new = self._walk(v, sub, sub_path, name, hints, source, log, depth)
+            if new_key in out:
+                raise ArgumentRefused(
+                    f"two keys of the object at {path} would be the same key once the person's "
+                    "values are replaced; it is not forwarded (do not write values as keys)"
+                )
+            out[new_key] = new
         return out
 
     def _number(
@@ -312,53 +416,337 @@ class Rewriter:
         hints: tuple[str, ...],
         source: NoiseSource,
         log: list[Rewrite],
+        depth: int,
     ) -> str:
-        m = _NUMERIC.match(value)
-        if m is not None:
-            unit_text = m.group("unit") or ""
-            candidates = [name] if name is not None else []
-            unit = None
-            if unit_text:
-                unit = next(
-                    (
-                        _UNITS[_norm_unit(unit_text)]
-                        for n in candidates or self.profile.names
-                        if _UNITS.get(_norm_unit(unit_text))
-                        in QUANTITIES[self.profile.spec(n).quantity].factors
-                    ),
-                    None,
-                )
+        parsed = parse_single(value)
+        if parsed is not None:
+            singles, unit_text = parsed
+            unit = self._unit_of_text(unit_text, name) if unit_text else None
             if not unit_text or unit is not None:
-                written = m.group("num")
-                decimals = _written_decimals(written)
-                if name is not None and unit is None:
-                    unit = self._unit_hint(name, *hints)
-                target = self._target(float(written), decimals, name, unit, path, source)
-                if target is not None:
-                    target_name, target_unit = target
-                    noisy = self._noisy_in(target_name, target_unit, source)
-                    if noisy is not None:
-                        text = f"{noisy:.{decimals}f}"
-                        sent = value[: m.start("num")] + text + value[m.end("num") :]
-                        how = "field" if name is not None else "value"
-                        log.append(Rewrite(path, target_name, how, text))
-                        return sent
-                return value
-        return self._text(value, path, source, log)
+                out = self._one_number(value, singles, unit, path, name, hints, source, log)
+                if out is not None:
+                    return out
+        if depth < _MAX_DEPTH:
+            for structured in (self._json, self._sql, self._table):
+                out = structured(value, path, name, hints, source, log, depth + 1)
+                if out is not None:
+                    return out
+        return self._text(value, path, name, hints, source, log, [])
 
-    def _text(self, value: str, path: str, source: NoiseSource, log: list[Rewrite]) -> str:
+    def _one_number(
+        self,
+        value: str,
+        singles: list[Written],
+        unit: str | None,
+        path: str,
+        name: str | None,
+        hints: tuple[str, ...],
+        source: NoiseSource,
+        log: list[Rewrite],
+    ) -> str | None:
+        """A string that is one number (in any of its readings) and an optional unit; None
+        when it is no value as a field (then it is read as text: "93.7 kg" has a unit)."""
+        if name is not None and unit is None:
+            unit = self._unit_hint(name, *hints)
+        for written in singles:
+            target = self._target(written.value, written.decimals, name, unit, path, source)
+            if target is None:
+                continue
+            noisy = self._noisy_in(*target, source)
+            if noisy is None:
+                return value
+            text = written.write(noisy)
+            log.append(Rewrite(path, target[0], "field" if name is not None else "value", text))
+            return value[: written.start] + text + value[written.end :]
+        return None
+
+    # -- structures inside a string --------------------------------------------------------------
+    def _json(
+        self,
+        value: str,
+        path: str,
+        name: str | None,
+        hints: tuple[str, ...],
+        source: NoiseSource,
+        log: list[Rewrite],
+        depth: int,
+    ) -> str | None:
+        stripped = value.strip()
+        if stripped[:1] not in ("{", "[") or stripped[-1:] not in ("}", "]"):
+            return None
+        try:
+            data = json.loads(stripped)
+        except ValueError:
+            return None
+        out = self._walk(data, {}, f"{path}<json>", name, hints, source, log, depth)
+        if out == data:
+            return value
+        if "\n" in stripped:
+            m = re.search(r"\n([ \t]+)\S", stripped)
+            indent: int | str | None = m.group(1) if m else 2
+            separators = (",", ": ")
+        else:
+            indent = None
+            separators = (
+                ", " if re.search(r",\s", stripped) else ",",
+                ": " if re.search(r":\s", stripped) else ":",
+            )
+        text = json.dumps(out, ensure_ascii=False, indent=indent, separators=separators)
+        lead = value[: len(value) - len(value.lstrip())]
+        trail = value[len(value.rstrip()) :]
+        return lead + text + trail
+
+    def _literal(
+        self,
+        text: str,
+        path: str,
+        column: str | None,
+        source: NoiseSource,
+        log: list[Rewrite],
+        depth: int,
+    ) -> str:
+        """One cell or SQL literal, as a field named by its column (quotes kept)."""
+        core = text.strip()
+        lead = text[: len(text) - len(text.lstrip())]
+        trail = text[len(text.rstrip()) :]
+        quote = (
+            core[:1] if core[:1] in ("'", '"') and core[-1:] == core[:1] and len(core) > 1 else ""
+        )
+        inner = core[1:-1] if quote else core
+        if quote:
+            inner = inner.replace(quote * 2, quote)
+        name = self.field_value(column) if column else None
+        hints = (column,) if column else ()
+        new = self._string(inner, path, name, hints, source, log, depth)
+        if new == inner:
+            return text
+        if quote:
+            new = quote + new.replace(quote, quote * 2) + quote
+        return lead + new + trail
+
+    def _sql(
+        self,
+        value: str,
+        path: str,
+        name: str | None,
+        hints: tuple[str, ...],
+        source: NoiseSource,
+        log: list[Rewrite],
+        depth: int,
+    ) -> str | None:
+        m = _INSERT.search(value)
+        if m is None:
+            return None
+        columns = [c.strip().strip('"`[]') for c in m.group("cols").split(",")]
+        edits: list[tuple[int, int, str]] = []
+        done: list[tuple[int, int]] = []
+        i, n = m.end(), len(value)
+        while True:
+            while i < n and value[i] in " \t\r\n,":
+                i += 1
+            if i >= n or value[i] != "(":
+                break
+            i += 1
+            col = 0
+            while i < n:
+                while i < n and value[i] in " \t\r\n":
+                    i += 1
+                start = i
+                if i < n and value[i] in ("'", '"'):
+                    q = value[i]
+                    i += 1
+                    while i < n:
+                        if value[i] == q and value[i + 1 : i + 2] == q:
+                            i += 2
+                        elif value[i] == q:
+                            i += 1
+                            break
+                        else:
+                            i += 1
+                while i < n and value[i] not in ",)":
+                    i += 1
+                literal = value[start:i]
+                column = columns[col] if col < len(columns) else None
+                new = self._literal(literal, f"{path}<sql>", column, source, log, depth)
+                if new != literal:
+                    edits.append((start, i, new))
+                done.append((start, i))
+                if i < n and value[i] == ",":
+                    col += 1
+                    i += 1
+                    continue
+                i += 1  # ")"
+                break
+        rest = _apply(value, edits)
+        shift_done = _shift_spans(done, edits)
+        return self._text(rest, path, name, hints, source, log, shift_done)
+
+    def _table(
+        self,
+        value: str,
+        path: str,
+        name: str | None,
+        hints: tuple[str, ...],
+        source: NoiseSource,
+        log: list[Rewrite],
+        depth: int,
+    ) -> str | None:
+        lines = [m for m in re.finditer(r"[^\r\n]+", value) if m.group(0).strip()]
+        if len(lines) < 2:
+            return None
+        delimiter = next(
+            (
+                d
+                for d in _TABLE_DELIMITERS
+                if len({ln.group(0).count(d) for ln in lines}) == 1 and lines[0].group(0).count(d)
+            ),
+            None,
+        )
+        if delimiter is None:
+            return None
+        header = [c.strip().strip("\"'") for c in lines[0].group(0).split(delimiter)]
+        if any(len(c) > 40 or parse_single(c) is not None for c in header if c):
+            return None  # no header: the numbers are read as text
+        edits: list[tuple[int, int, str]] = []
+        done: list[tuple[int, int]] = []
+        for line in lines[1:]:
+            cells = line.group(0).split(delimiter)
+            if all(re.fullmatch(r"\s*:?-{2,}:?\s*|\s*", c) for c in cells):
+                continue  # a Markdown table's rule
+            position = line.start()
+            for j, cell in enumerate(cells):
+                column = header[j] if j < len(header) and header[j] else None
+                new = self._literal(cell, f"{path}<table>", column, source, log, depth)
+                if new != cell:
+                    edits.append((position, position + len(cell), new))
+                done.append((position, position + len(cell)))
+                position += len(cell) + len(delimiter)
+        rest = _apply(value, edits)
+        return self._text(rest, path, name, hints, source, log, _shift_spans(done, edits))
+
+    # -- free text --------------------------------------------------------------------------------
+    def _text(
+        self,
+        value: str,
+        path: str,
+        name: str | None,
+        hints: tuple[str, ...],
+        source: NoiseSource,
+        log: list[Rewrite],
+        done: list[tuple[int, int]],
+    ) -> str:
         roots = {k: v for k, v in source.truth.items() if k in self.profile.roots}
         mentions = find_mentions(value, self.profile, roots)
-        if not mentions:
-            return value
-        usable = []
-        for mention in mentions:
-            deps = self.profile.root_dependencies(mention.name)
-            if deps <= set(roots):
-                usable.append(mention)
+        usable = [
+            m
+            for m in mentions
+            if self.profile.root_dependencies(m.name) <= set(roots)
+            and not _overlaps(done, m.start, m.end)
+        ]
         new, replacements = replace_mentions(value, usable, self.profile, source.noisy)
         log.extend(Rewrite(path, r.name, "text", r.replacement) for r in replacements)
-        return new
+        if replacements:
+            edits = [
+                (m.start, m.end, r.replacement) for m, r in zip(usable, replacements, strict=True)
+            ]
+            done = _shift_spans(done, edits)
+        done = done + [(r.start, r.end) for r in replacements]
+        return self._scan(new, done, path, name, hints, source, log)
+
+    def _scan(
+        self,
+        text: str,
+        done: list[tuple[int, int]],
+        path: str,
+        name: str | None,
+        hints: tuple[str, ...],
+        source: NoiseSource,
+        log: list[Rewrite],
+    ) -> str:
+        """Every number of ``text`` not yet handled, in every reading, in its context."""
+        runs = number_runs(text)
+        if not runs:
+            return text
+        skip = done + dates_and_times(text)
+        hits = alias_hits(text, self.profile)
+        edits: list[tuple[int, int, str]] = []
+        units_at: list[tuple[int, int]] = []
+        for start, end, readings in runs:
+            if _overlaps(skip, start, end) or _overlaps(units_at, start, end):
+                continue
+            own = unit_after(text, end, through_lists=False)
+            if own is not None:
+                units_at.append((end, own[1]))
+            after = own or unit_after(text, end)
+            unit = after[0] if after else None
+            key_match = _KEY_BEFORE.search(text, max(0, start - 64), start)
+            key = None
+            if key_match is not None and (
+                key_match.group("sep") != ":"
+                or key_match.group("q")
+                or "_" in key_match.group("key")
+                or _CAMEL.search(key_match.group("key"))
+            ):
+                key = key_match.group("key")
+            near = names_before(text, start, hits)
+            for reading in readings:
+                found = []
+                for written in reading:
+                    target = self._in_context(written, unit, key, near, name, hints, path, source)
+                    if target is not None:
+                        found.append((written, target))
+                if not found:
+                    continue
+                for written, (target_name, target_unit) in found:
+                    noisy = self._noisy_in(target_name, target_unit, source)
+                    if noisy is None:
+                        continue
+                    sent = written.write(noisy)
+                    edits.append((written.start, written.end, sent))
+                    log.append(Rewrite(path, target_name, "text", sent))
+                break
+        return _apply(text, edits)
+
+    def _in_context(
+        self,
+        written: Written,
+        unit: str | None,
+        key: str | None,
+        near: set[str],
+        name: str | None,
+        hints: tuple[str, ...],
+        path: str,
+        source: NoiseSource,
+    ) -> tuple[str, str] | None:
+        """Which value (and unit) a number in a text stands for, or None to leave it."""
+        value, decimals = written.value, written.decimals
+        if key is not None:
+            named = self.field_value(key)
+            if named is not None:  # "weight_kg=93.7": a field, written inside a string
+                named_unit = unit if unit and factor(self._quantity(named), unit) else None
+                named_unit = named_unit or self._unit_hint(named, key)
+                return self._target(value, decimals, named, named_unit, path, source)
+        candidates = set(near) | ({name} if name is not None else set())
+        if unit is not None:
+            by_unit = {n for n in self.profile.names if factor(self._quantity(n), unit)}
+            candidates = (candidates & by_unit) or by_unit
+        matches = []
+        for n in self.profile.names:
+            if n not in candidates or not self._has_truth(n, source) or n not in source.truth:
+                continue
+            spec = self.profile.spec(n)
+            u = unit if unit is not None and factor(spec.quantity, unit) else spec.unit
+            if self._equals(n, value, decimals, u, source):
+                matches.append((n, u))
+        if len(matches) == 1 or (matches and len({m[0] for m in matches}) == 1):
+            return matches[0]
+        if matches:
+            return self._declared(
+                value, decimals, unit, path, source, among={m[0] for m in matches}
+            )
+        if not self.strict:
+            return None
+        return self._declared(value, decimals, unit, path, source)
 
     # -- deciding and answering -----------------------------------------------------------------
     def _target(
@@ -373,44 +761,74 @@ class Rewriter:
         """Which value (and unit) a number stands for, or None to leave it."""
         if name is not None:
             spec = self.profile.spec(name)
-            unit = unit or spec.unit
+            if unit is None or factor(spec.quantity, unit) is None:
+                unit = spec.unit
             if not self._has_truth(name, source):
                 return None  # the person declared no value: there is nothing to protect
             if isinstance(spec, DerivedSpec):
                 return name, unit
-            in_profile_unit = convert(written, spec.quantity, unit, spec.unit)
+            in_profile_unit = convert_any(written, spec.quantity, unit, spec.unit)
             lo, hi = spec.grid.lo, spec.grid.hi
-            if lo <= in_profile_unit <= hi or self._equals(name, written, decimals, unit, source):
+            if (in_profile_unit is not None and lo <= in_profile_unit <= hi) or self._equals(
+                name, written, decimals, unit, source
+            ):
                 return name, unit
-            if not self.strict:
-                return None
         if not self.strict:
             return None
-        # Without a field naming it, a number counts as a value only when written about as
-        # finely as the value is declared: a bare "2" is a count, not a creatinine of 1.8,
-        # and a "1" not a FIB-4 (a derived value needs decimals when it has any).
-        matches = [
-            n
-            for n in self.profile.names
-            if n in source.truth
-            and decimals >= self._min_decimals(n)
-            and self._equals(n, written, decimals, self.profile.spec(n).unit, source)
-        ]
-        if len(matches) > 1:
-            # The nearest declared value when one is nearer than the others ("81.3" is the
-            # weight 81.3 rather than a diastolic pressure 81); a tie is refused.
-            gaps = {n: abs(source.truth[n] - written) for n in matches}
-            nearest = min(gaps.values())
-            matches = [n for n in matches if gaps[n] <= nearest + 1e-9]
-        if len(matches) == 1:
-            return matches[0], self.profile.spec(matches[0]).unit
-        if len(matches) > 1:
+        return self._declared(written, decimals, unit, path, source)
+
+    def _declared(
+        self,
+        written: float,
+        decimals: int,
+        unit: str | None,
+        path: str,
+        source: NoiseSource,
+        among: set[str] | None = None,
+    ) -> tuple[str, str] | None:
+        """The declared value ``written`` equals, wherever it stands; refused when several do.
+
+        Without a field naming it, a number counts as a value only when written about as
+        finely as the value is declared: a bare "2" is a count, not a creatinine of 1.8,
+        and a "1" not a FIB-4 (a derived value needs decimals when it has any).  It is
+        compared in the value's unit, in the unit written after it (of the value's
+        quantity), and in the other units of the quantity when written at least as finely
+        as the value's step in them ("1.813" metres, "206.6" pounds)."""
+        matches: list[tuple[float, str, str]] = []
+        for n in self.profile.names:
+            if n not in source.truth or (among is not None and n not in among):
+                continue
+            spec = self.profile.spec(n)
+            units = []
+            if decimals >= self._min_decimals(n):
+                units.append(spec.unit)
+            if unit is not None and unit != spec.unit and factor(spec.quantity, unit):
+                units.append(unit)
+            if n in self.profile.roots:
+                step = spec.grid.step if not isinstance(spec, DerivedSpec) else 0.0
+                for u in QUANTITIES[spec.quantity].factors:
+                    step_u = convert_any(step, spec.quantity, spec.unit, u) or 0.0
+                    if u not in units and 0.5 * 10.0**-decimals <= abs(step_u) + 1e-12:
+                        units.append(u)
+            for u in units:
+                if self._equals(n, written, decimals, u, source):
+                    truth_u = convert_any(source.truth[n], spec.quantity, spec.unit, u)
+                    gap = abs((truth_u if truth_u is not None else math.inf) - written)
+                    matches.append((gap, n, u))
+                    break
+        if not matches:
+            return None
+        # The nearest declared value when one is nearer than the others ("81.3" is the weight
+        # 81.3 rather than a diastolic pressure 81); a tie is refused.
+        nearest = min(m[0] for m in matches)
+        kept = [m for m in matches if m[0] <= nearest + 1e-9]
+        if len(kept) > 1:
             raise ArgumentRefused(
                 f"the argument at {path} equals the person's declared values of "
-                f"{' and '.join(matches)}; it is not forwarded (name the field after the value "
-                "it holds, so Veil can replace it by its noisy value)"
+                f"{' and '.join(m[1] for m in kept)}; it is not forwarded (name the field after "
+                "the value it holds, so Veil can replace it by its noisy value)"
             )
-        return None
+        return kept[0][1], kept[0][2]
 
     def _min_decimals(self, name: str) -> int:
         needed = decimals_of(precision_of(self.profile, name))
@@ -427,14 +845,16 @@ class Rewriter:
         """Whether ``written`` (in ``unit``) is the true value at its written precision."""
         spec = self.profile.spec(name)
         truth = source.truth.get(name)
-        if truth is None or unit not in QUANTITIES[spec.quantity].factors:
+        if truth is None:
             return False
-        value = convert(truth, spec.quantity, spec.unit, unit)
+        value = convert_any(truth, spec.quantity, spec.unit, unit)
+        if value is None:
+            return False
         tol = 0.5 * 10.0**-decimals
         if isinstance(spec, DerivedSpec):
             tol += 0.005 * abs(written)
         else:
-            tol += 0.5 * abs(convert(spec.grid.step, spec.quantity, spec.unit, unit))
+            tol += 0.5 * abs(convert_any(spec.grid.step, spec.quantity, spec.unit, unit) or 0.0)
         return abs(value - written) < tol - 1e-9
 
     def _noisy_in(self, name: str, unit: str, source: NoiseSource) -> float | None:
@@ -442,4 +862,22 @@ class Rewriter:
         noisy = source.noisy(name)
         if not math.isfinite(noisy):
             return None
-        return convert(noisy, spec.quantity, spec.unit, unit)
+        return convert_any(noisy, spec.quantity, spec.unit, unit)
+
+
+def _shift_spans(
+    spans: list[tuple[int, int]], edits: list[tuple[int, int, str]]
+) -> list[tuple[int, int]]:
+    """``spans`` of a text moved to where they stand once ``edits`` are applied."""
+    out = []
+    for a, b in spans:
+        shift_a = shift_b = 0
+        for start, end, new in edits:
+            delta = len(new) - (end - start)
+            if end <= a:
+                shift_a += delta
+                shift_b += delta
+            elif start < b and end > a:
+                shift_b += delta
+        out.append((a + shift_a, b + shift_b))
+    return out

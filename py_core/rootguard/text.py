@@ -37,8 +37,19 @@ from dataclasses import dataclass
 
 from py_core.rootguard.profile import DerivedSpec, Profile, RootSpec
 from py_core.rootguard.units import QUANTITIES, convert
+from py_core.rootguard.written import extra_unit_at
 
-__all__ = ["Mention", "Replacement", "find_mentions", "replace_mentions"]
+__all__ = [
+    "AliasHits",
+    "Mention",
+    "Replacement",
+    "alias_hits",
+    "dates_and_times",
+    "find_mentions",
+    "names_before",
+    "replace_mentions",
+    "unit_after",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,13 +135,17 @@ _MONTH = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
     r"sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
 )
+_DATES_AND_TIMES = (
+    r"\b\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}\b",  # dates 2024-05-12, 12/05/2024
+    rf"\b{_MONTH}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b",  # May 12, 2024
+    rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}\b(?:\.?,?\s+\d{{4}})?",  # 12 May
+    r"\b\d{1,2}:\d{2}(?::\d{2})?\b",  # times
+)
+_DATE_TIME = re.compile("|".join(_DATES_AND_TIMES), re.IGNORECASE)
 _PROTECTED = re.compile(
     "|".join(
         (
-            r"\b\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}\b",  # dates 2024-05-12, 12/05/2024
-            rf"\b{_MONTH}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b",  # May 12, 2024
-            rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}\b(?:\.?,?\s+\d{{4}})?",  # 12 May
-            r"\b\d{1,2}:\d{2}(?::\d{2})?\b",  # times
+            *_DATES_AND_TIMES,
             # phone numbers
             r"(?:\+\d{1,3}[\s.-]?)?(?:\(\d{2,4}\)\s?|\b\d{2,4}[\s.-])\d{2,4}[\s.-]\d{2,4}\b",
             r"\b\d{6,}\b",  # identifiers, long numbers
@@ -642,3 +657,112 @@ def replace_mentions(
         position = mention.end
     out.append(text[position:])
     return "".join(out), replacements
+
+
+# -- for callers that read every number (the MCP proxy): context through ranges and lists ----------
+
+_SCAN_DATES = re.compile(
+    "|".join(
+        (
+            r"\b(?P<y1>\d{4})[-/.](?P<m1>\d{1,2})[-/.](?P<d1>\d{1,2})\b",
+            r"\b(?P<a2>\d{1,2})[-/.](?P<b2>\d{1,2})[-/.](?:\d{4}|\d{2})\b",
+            *_DATES_AND_TIMES[1:],
+        )
+    ),
+    re.IGNORECASE,
+)
+
+
+def dates_and_times(text: str) -> list[tuple[int, int]]:
+    """Spans of ``text`` that are calendar dates or clock times ("2026-11-03", "03/11/2026",
+    "May 12, 2024", "10:47"): their numbers are not values.  A date's parts must be a date
+    (month 1-12, day 1-31): "117/38/29" is three numbers, not a date."""
+    out = []
+    for m in _SCAN_DATES.finditer(text):
+        if m.group("m1") is not None:
+            if not (1 <= int(m.group("m1")) <= 12 and 1 <= int(m.group("d1")) <= 31):
+                continue
+        elif m.group("a2") is not None:
+            a, b = int(m.group("a2")), int(m.group("b2"))
+            if not (1 <= min(a, b) <= 12 and 1 <= max(a, b) <= 31):
+                continue
+        out.append(m.span())
+    return out
+
+
+AliasHits = _AliasHits
+
+
+def alias_hits(text: str, profile: Profile) -> AliasHits:
+    """Every occurrence of a profile value's alias in ``text`` (for :func:`names_before`)."""
+    return _AliasHits.scan(text, _alias_table(profile))
+
+
+_GAP_UNITS = "|".join(f"(?:{pattern})" for pattern, _ in _UNIT_WORDS)
+# Between an alias and a number of its range or list: filler words, other numbers of the
+# list, their units and the connectors ("weight 92, 93.7 and 95 kg", "ALT between 30 and 38").
+_LIST_GAP = re.compile(
+    r"^(?:\s|[:=,;/&()~+\-\u2013\u2014\u00b1]|\.(?!\d)|"
+    r"\b(?:is|was|were|of|are|now|about|around|currently|today|measured|at|just|value|values|"
+    r"level|levels|reading|readings|fasting|approx|between|from|to|and|or|range|ranging|"
+    r"ranges|went|up|down|then|vs|versus)\b|"
+    r"\d+(?:[.,'\u2019 ]\d+)*(?:[eE][-+]?\d{1,3})?|"
+    rf"(?<![a-z])(?:{_GAP_UNITS})(?![a-z0-9]))*$",
+    re.IGNORECASE,
+)
+_CONNECTOR = re.compile(
+    r"\s*(?:-|\u2013|\u2014|\.\.|to|and|or|,|/|&|\u00b1|\+/-)\s*"
+    r"(?=\d)",
+    re.IGNORECASE,
+)
+_NEXT_NUMBER = re.compile(r"\d+(?:[.,'\u2019]\d+)*(?:[eE][-+]?\d{1,3})?")
+
+
+def names_before(text: str, start: int, hits: AliasHits, *, window: int = 80) -> set[str]:
+    """Names whose alias stands before ``start`` in the same clause with only filler, other
+    numbers of a range or list, their units and connectors between ("weight 92-93.7 kg",
+    "between 93.7 and 95", "weights: 92, 93.7 and 95")."""
+    window_start = max(0, start - window)
+    cut = max(text.rfind(c, window_start, start) for c in "!?\n")
+    found: dict[str, int] = {}
+    for end, alias_start, name in hits.hits[
+        bisect_left(hits.ends, window_start) : bisect_right(hits.ends, start)
+    ]:
+        if alias_start < window_start or alias_start <= cut:
+            continue
+        gap = text[end:start]
+        if ";" in gap:
+            continue
+        if _LIST_GAP.match(gap) and end > found.get(name, -1):
+            found[name] = end
+    if not found:
+        return set()
+    nearest = max(found.values())
+    return {name for name, end in found.items() if end == nearest}
+
+
+def unit_after(text: str, pos: int, *, through_lists: bool = True) -> tuple[str, int] | None:
+    """The unit written right after ``pos`` (RootGuard's units, then
+    :data:`py_core.rootguard.written.EXTRA_UNITS`) -- or, with ``through_lists``, after
+    the range or list the number at ``pos`` ends ("93.7-95 kg", "92, 93.7 and 95 kg")."""
+    for _ in range(12):
+        found = _unit_at(text, pos)
+        if found is not None:
+            # "mm" and "m" before "/" or "^3" are the cells-per-volume units of written.py.
+            extra = extra_unit_at(text, pos)
+            if extra is not None and extra[1] > found[1]:
+                return extra
+            return found
+        extra = extra_unit_at(text, pos)
+        if extra is not None:
+            return extra
+        if not through_lists:
+            return None
+        m = _CONNECTOR.match(text, pos)
+        if m is None:
+            return None
+        n = _NEXT_NUMBER.match(text, m.end())
+        if n is None:
+            return None
+        pos = n.end()
+    return None
