@@ -25,7 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from py_core import krr, memo
+from py_core import alphabets, krr, memo
 from py_core.accounting import krr_composed_epsilon
 from py_core.language import HEADERS
 from py_core.sanitize import sanitize_prompt
@@ -126,7 +126,7 @@ def measure(repeats: int = 31, epsilon: float = 4.0) -> dict[str, object]:
                 "script": name,
                 "chars": n,
                 "veil_ms": _median_ms(
-                    lambda t=text: krr.perturb(t, epsilon, alphabets="scripts"), repeats
+                    lambda t=text: alphabets.perturb(t, epsilon), repeats
                 ),
                 "sanitize_ms": _median_ms(
                     lambda t=text: sanitize_prompt(t, epsilon, compose=False), repeats

@@ -9,11 +9,23 @@ import { fileURLToPath } from "node:url";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const only = process.argv[2];
 const py = await loadPyodide();
-py.FS.mkdirTree("/veil/py_core");
+// The sources and the data files py_core reads (headers, word tables, calibrations), its
+// subpackages (accounting/, rootguard/) included, and the accounting oracle the ledger
+// benchmark measures against (tests/py_core/krr_pld_oracle.py).
+function copyTree(dir) {
+  py.FS.mkdirTree(`/veil/${dir}`);
+  for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
+    if (entry.name === "__pycache__") continue;
+    const rel = `${dir}/${entry.name}`;
+    if (entry.isDirectory()) copyTree(rel);
+    else if (/\.(py|json|gz|txt)$/.test(entry.name)) py.FS.writeFile(`/veil/${rel}`, readFileSync(join(root, rel)));
+  }
+}
+copyTree("py_core");
 py.FS.mkdirTree("/veil/bench");
-for (const name of readdirSync(join(root, "py_core"))) {
-  // The sources and the data files py_core reads (headers, word tables, calibrations).
-  if (/\.(py|json|gz|txt)$/.test(name)) py.FS.writeFile(`/veil/py_core/${name}`, readFileSync(join(root, "py_core", name)));
+py.FS.mkdirTree("/veil/tests/py_core");
+for (const rel of ["tests/__init__.py", "tests/py_core/__init__.py", "tests/py_core/krr_pld_oracle.py"]) {
+  py.FS.writeFile(`/veil/${rel}`, readFileSync(join(root, rel)));
 }
 for (const name of ["krr_bench.py", "ledger_bench.py"]) {
   py.FS.writeFile(`/veil/bench/${name}`, readFileSync(join(root, "bench", name)));

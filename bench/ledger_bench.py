@@ -4,7 +4,7 @@ Prints the median time per call of ``krr_composed_epsilon`` for n = 1,000 /
 20,000 / 100,000 characters at epsilon 5 (k = 94, ASCII) and of
 ``KrrPldAccountant.get_epsilon`` for mixed ASCII + Hangul ledgers (the Hangul
 slots' realised epsilons and alphabets from py_core.alphabets), each beside the
-former implementation measured in the same process (``_reference_*``: the
+former implementation measured in the same process (tests/py_core/krr_pld_oracle.py: the
 O(n sqrt(n)) sum for one group; min(basic, RDP) for mixed groups, which is what
 the accountant answered before), with the values so the speed is not bought
 with a looser bound.  The same ``measure()`` runs inside Pyodide under Node
@@ -29,6 +29,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from py_core import accounting, alphabets
+from tests.py_core.krr_pld_oracle import reference_krr_composed_epsilon
 
 DELTA = 1e-6
 
@@ -76,7 +77,7 @@ def measure(repeats: int = 21, epsilon: float = 5.0) -> dict[str, object]:
             partial(accounting.krr_composed_epsilon, n, epsilon, DELTA), repeats
         )
         old_ms, _old_min, old = _timed(
-            partial(accounting._reference_krr_composed_epsilon, n, epsilon, DELTA, 94),
+            partial(reference_krr_composed_epsilon, n, epsilon, DELTA, 94),
             1 if n >= 100_000 else 3,
             warm=n < 100_000,
         )

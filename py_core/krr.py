@@ -252,14 +252,7 @@ def _default_rng() -> RandomSource:
     return random.SystemRandom()
 
 
-def perturb(
-    text: str,
-    epsilon: float,
-    *,
-    rng: RandomSource | None = None,
-    alphabets: str = "ascii",
-    latin_marks: bool | None = None,
-) -> str:
+def perturb(text: str, epsilon: float, *, rng: RandomSource | None = None) -> str:
     """Apply k-RR with ``epsilon`` per character to ``text``; whitespace is kept.
 
     ``rng`` defaults to a CSPRNG (:class:`random.SystemRandom`).  A seeded
@@ -268,17 +261,11 @@ def perturb(
     refuses one in secure mode.  The output has exactly as many characters as
     ``text``.
 
-    ``alphabets="ascii"`` (the default here) is the mechanism of this module:
-    everything outside printable ASCII becomes a random ASCII character.
-    ``alphabets="scripts"`` perturbs each character within its own script
-    (:func:`py_core.alphabets.perturb`, with ``epsilon`` per slot and
-    ``latin_marks`` as there).
+    This is the "ascii" mechanism: everything outside printable ASCII becomes a
+    random ASCII character.  Each character within its own script ("scripts") is
+    :func:`py_core.alphabets.perturb`, which builds on this module (never the
+    other way round).
     """
-    if alphabets != "ascii":
-        from py_core import alphabets as scripts
-
-        scripts.validate_mode(alphabets)
-        return scripts.perturb(text, epsilon, rng=rng, latin_marks=latin_marks)
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}")
     impl = implementation(validate_epsilon(epsilon))

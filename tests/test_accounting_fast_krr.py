@@ -1,6 +1,6 @@
 """The O(sqrt(n)) exact n-fold k-RR bound (py_core.accounting) against independent answers.
 
-* the former O(n sqrt(n)) computation, kept as ``accounting._reference_*``;
+* the former O(n sqrt(n)) computation, kept as the oracle ``tests/py_core/krr_pld_oracle.py``;
 * the exact delta in 40-digit arithmetic (mpmath), which says that our epsilon is
   never below the exact one and above it by at most 1e-9 (relative);
 * google's dp-accounting PLD (``pessimistic_estimate`` True and False), within
@@ -22,6 +22,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from py_core import accounting, alphabets
+from py_core.accounting.common import _krr_params
+from py_core.accounting.pld import composition, krr_pld
+from tests.py_core import krr_pld_oracle
 
 DELTA = 1e-6
 
@@ -31,7 +34,7 @@ DELTA = 1e-6
 
 def _distribution(n: int, epsilon: float, k: int) -> dict[int, float]:
     """P(D = d) for n-fold k-RR by summing every (a, b, c) (small n only)."""
-    lp, lq, lr = accounting._krr_params(epsilon, k)
+    lp, lq, lr = _krr_params(epsilon, k)
     out: dict[int, float] = {}
     for a in range(n + 1):
         for b in range(n - a + 1):
@@ -140,7 +143,7 @@ def test_agrees_with_the_former_computation(n: int, epsilon: float, k: int) -> N
     k = 2 its answer has delta 0.999986e-6 in 40-digit arithmetic, ours 0.9999999999e-6).
     """
     ours = accounting.krr_composed_epsilon(n, epsilon, DELTA, k)
-    old = accounting._reference_krr_composed_epsilon(n, epsilon, DELTA, k)
+    old = krr_pld_oracle.reference_krr_composed_epsilon(n, epsilon, DELTA, k)
     assert 0.0 < ours <= n * epsilon
     assert ours == pytest.approx(old, rel=1e-6, abs=1e-9)
     assert ours <= old * (1 + 1e-9) + 1e-12
@@ -149,7 +152,7 @@ def test_agrees_with_the_former_computation(n: int, epsilon: float, k: int) -> N
 def test_n_100000_agrees_with_the_former_computation() -> None:
     """At n = 100,000 (eps 5, k = 94; ~1 s for the former one) the two agree within 1e-6."""
     ours = accounting.krr_composed_epsilon(100_000, 5.0, DELTA)
-    old = accounting._reference_krr_composed_epsilon(100_000, 5.0, DELTA, 94)
+    old = krr_pld_oracle.reference_krr_composed_epsilon(100_000, 5.0, DELTA, 94)
     assert old * (1 - 1e-6) <= ours <= old
 
 
@@ -177,7 +180,7 @@ def test_delta_agrees_with_the_former_computation(
     it is 3e-6 above the 40-digit value, ours 5e-11 above it; see the next test).
     """
     ours = accounting.krr_composed_delta(n, epsilon, target, k)
-    old = accounting._reference_krr_composed_delta(n, epsilon, target, k)
+    old = krr_pld_oracle.reference_krr_composed_delta(n, epsilon, target, k)
     assert ours == pytest.approx(old, rel=1e-5, abs=1e-15)
 
 
@@ -268,13 +271,13 @@ def test_n_100000_against_coefficients_summed_one_by_one(epsilon: float, k: int)
     elapsed = time.perf_counter() - start
     assert math.isfinite(ours) and 0.0 < ours < n * epsilon
     assert elapsed < 0.05  # ~0.5 ms measured; the former computation took seconds here
-    tr = accounting._trinomial(n, epsilon, k)
-    hi, tail = accounting._upper_cut(tr, math.log(1e-40))
+    tr = krr_pld._trinomial(n, epsilon, k)
+    hi, tail = krr_pld._upper_cut(tr, math.log(1e-40))
 
     def delta_at(e: float) -> float:
         total, d = 0.0, hi
         while d * epsilon > e:
-            total += accounting._coefficient(tr, d)[0] * -math.expm1(e - d * epsilon)
+            total += krr_pld._coefficient(tr, d)[0] * -math.expm1(e - d * epsilon)
             d -= 1
         return total + tail
 
@@ -452,7 +455,7 @@ def test_merged_minor_groups_are_a_valid_bound(monkeypatch: pytest.MonkeyPatch) 
     groups = {(2.0, 94): 30, (2.0, 19): 6, (2.0, 21): 6, (2.0, 28): 6}
     exact = _epsilon_of(_losses(groups), DELTA)
     convolved = _accountant(groups).get_epsilon(DELTA)
-    monkeypatch.setattr(accounting, "_MINOR_BUDGET", 0)
+    monkeypatch.setattr(composition, "_MINOR_BUDGET", 0)
     merged = _accountant(groups).get_epsilon(DELTA)
     assert exact <= convolved <= merged <= sum(n * e for (e, _k), n in groups.items())
 
@@ -481,12 +484,12 @@ def test_a_large_mixed_ledger_is_fast_and_between_its_parts() -> None:
     assert elapsed < 1.0  # ~25 ms measured in CPython 3.11 (~15 ms in Pyodide)
     # the smaller groups merged at their smallest k: valid, looser, and never worse than split
     acc = _accountant(groups)
-    merged = accounting._MINOR_BUDGET
+    merged = composition._MINOR_BUDGET
     try:
-        accounting._MINOR_BUDGET = 0
+        composition._MINOR_BUDGET = 0
         assert ours <= acc.get_epsilon(DELTA) <= sum(split) + 1e-9
     finally:
-        accounting._MINOR_BUDGET = merged
+        composition._MINOR_BUDGET = merged
 
 
 def test_adding_characters_never_lowers_the_ledger() -> None:

@@ -11,6 +11,7 @@ Method: docs/methods/rootguard.md.  The pieces:
 * :mod:`~py_core.rootguard.cache` -- the noisy-root cache, ledger and JSON state;
 * :mod:`~py_core.rootguard.text` -- finding and replacing the values in free text;
 * :mod:`~py_core.rootguard.baselines` -- M-All / M-Roots / M-Opt and the MAP adversary;
+* :mod:`~py_core.rootguard.default_profile` -- the default adult profile (data);
 * :mod:`~py_core.rootguard.api` -- the JSON-in/JSON-out facade the extension calls.
 """
 

@@ -1,0 +1,1 @@
+"""Rényi DP: conversions, the RDP accountant and the individual Rényi filter."""
