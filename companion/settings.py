@@ -150,6 +150,47 @@ class Settings(BaseSettings):
         description="most tokens in a chunk for any byte-level tokenizer: a chunk never has "
         "more UTF-8 bytes than this (long words are split on characters)",
     )
+    # Reading uploads (companion/rag/parse_worker.py): each file in a child process with
+    # these limits (memory: RLIMIT_AS; time: wall clock and RLIMIT_CPU), killed when they
+    # are spent or the client leaves; what reading may cost (companion/rag/ingest.py).
+    parse_timeout_s: float = Field(
+        default=120.0, gt=0, description="most seconds reading one uploaded file may take"
+    )
+    parse_memory_mb: int = Field(
+        default=512, ge=64, description="most memory (address space, MB) of a file's parser"
+    )
+    parse_workers: int = Field(default=2, ge=1, description="files read at the same time")
+    max_unpacked_bytes: int = Field(
+        default=100 * 2**20,
+        ge=2**20,
+        description="a .docx: most bytes its members may unpack to, all together",
+    )
+    max_compression_ratio: float = Field(
+        default=100.0,
+        gt=1.0,
+        description="a .docx: most a member over 1 MiB may expand (uncompressed/compressed)",
+    )
+    max_archive_members: int = Field(default=2000, ge=1, description="a .docx: most files inside")
+    max_xml_elements: int = Field(
+        default=1_000_000, ge=1000, description="a .docx: most XML elements over all its parts"
+    )
+    ocr_max_images: int = Field(
+        default=100, ge=1, description="most distinct images of one PDF read by OCR"
+    )
+    ocr_timeout_s: float = Field(
+        default=90.0, gt=0, description="most seconds of OCR (Tesseract) for one PDF"
+    )
+    # HTTP (companion/commands/serve.py, companion/security.py).
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="a connection that has not sent a request's headers this long is closed",
+    )
+    max_header_bytes: int = Field(
+        default=32_768,
+        ge=4096,
+        description="most bytes of a request's line and headers; more gets 431",
+    )
     # Audit jobs (companion/audit/jobs.py): one running per model, the rest queued.
     audit_max_queued: int = Field(default=8, ge=0)
     audit_max_running: int = Field(default=1, ge=1)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Form, Path, UploadFile
+from fastapi import APIRouter, File, Form, Path, Request, UploadFile
 from fastapi.concurrency import run_in_threadpool
 
 from companion.api.chat import citations_for
@@ -18,10 +21,24 @@ from companion.protocol import (
     UploadResponse,
     UploadResult,
 )
-from companion.rag.ingest import DocumentTooLargeError
+from companion.rag.ingest import (
+    DocumentLimitError,
+    DocumentLimits,
+    DocumentTooLargeError,
+    ExtractedText,
+)
+from companion.rag.parse_worker import (
+    POLL_S,
+    ClientGoneError,
+    ParseLimits,
+    ParserSlots,
+    parse_document,
+)
 from companion.rag.store import validate_collection_name
+from companion.settings import Settings
 
 router = APIRouter(tags=["documents"])
+log = logging.getLogger("veil.documents")
 
 DocId = Annotated[int, Path(ge=1, le=2**63 - 1, description="a document id")]
 
@@ -40,24 +57,119 @@ def _doc(info: Any) -> DocumentOut:
     )
 
 
+class _Watch:
+    """Whether the request's client is still there: asked on the event loop, and a flag
+    the ingest thread checks between batches of embeddings (before storing)."""
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.gone = False
+
+    async def cancelled(self) -> bool:
+        if not self.gone and await self.request.is_disconnected():
+            self.gone = True
+        return self.gone
+
+    def check(self, _count: int = 0) -> None:
+        if self.gone:
+            raise ClientGoneError("the client left before the document was stored")
+
+    async def follow(self) -> None:
+        """Poll until cancelled (runs beside the ingest thread)."""
+        while not await self.cancelled():
+            await asyncio.sleep(POLL_S)
+
+
+def parse_limits(settings: Settings, max_chars: int) -> ParseLimits:
+    """The limits an upload is read under, from the settings of the same names."""
+    return ParseLimits(
+        max_chars=max_chars,
+        document=DocumentLimits(
+            max_unpacked_bytes=settings.max_unpacked_bytes,
+            max_compression_ratio=settings.max_compression_ratio,
+            max_archive_members=settings.max_archive_members,
+            max_xml_elements=settings.max_xml_elements,
+            ocr_max_images=settings.ocr_max_images,
+            ocr_timeout_s=settings.ocr_timeout_s,
+        ),
+        memory_bytes=settings.parse_memory_mb * 2**20,
+        timeout_s=settings.parse_timeout_s,
+    )
+
+
+def _slots(request: Request, settings: Settings) -> ParserSlots:
+    slots = getattr(request.app.state, "parse_slots", None)
+    if slots is None:
+        slots = request.app.state.parse_slots = ParserSlots(settings.parse_workers)
+    return slots
+
+
 @router.post("/v1/documents", response_model=UploadResponse, summary="Upload and ingest files")
 async def upload_documents(
+    request: Request,
     rag: RagDep,
+    settings: SettingsDep,
     files: Annotated[list[UploadFile], File(description=".txt .md .html .eml .pdf .docx")],
     collection: Annotated[str, Form()] = "default",
 ) -> UploadResponse:
+    """Read every file in a limited child process (:mod:`companion.rag.parse_worker`),
+    then chunk, embed and store them.  A file past a reading limit (a decompression bomb,
+    too much OCR, the parser's memory or time) gets 413 naming the limit; its text or
+    chunks past ``max_document_chars`` / ``max_document_chunks`` get 400.  When the client
+    leaves before the last file is stored, nothing this request created is kept."""
     validate_collection_name(collection)
-    results = []
-    for upload in files:
-        name = upload.filename or "upload.txt"
-        data = await upload.read()
-        if not data:
-            raise APIError(400, ErrorCode.INVALID_REQUEST, f"{name}: the file is empty", "files")
-        try:
-            info, created = await run_in_threadpool(rag.ingest, name, data, collection)
-        except DocumentTooLargeError as exc:
-            raise APIError(400, ErrorCode.DOCUMENT_TOO_LARGE, str(exc), "files") from None
-        results.append(UploadResult(document=_doc(info), created=created))
+    watch = _Watch(request)
+    limits = parse_limits(settings, rag.max_chars)
+    slots = _slots(request, settings)
+    read: list[tuple[str, bytes, ExtractedText]] = []
+    created_ids: list[int] = []
+    try:
+        for upload in files:
+            name = upload.filename or "upload.txt"
+            data = await upload.read()
+            if not data:
+                raise APIError(
+                    400, ErrorCode.INVALID_REQUEST, f"{name}: the file is empty", "files"
+                )
+            try:
+                async with slots.slot(watch.cancelled):
+                    extracted = await parse_document(name, data, limits, cancelled=watch.cancelled)
+            except DocumentLimitError as exc:
+                raise APIError(413, ErrorCode.DOCUMENT_TOO_LARGE, str(exc), "files") from None
+            except DocumentTooLargeError as exc:
+                raise APIError(400, ErrorCode.DOCUMENT_TOO_LARGE, str(exc), "files") from None
+            read.append((name, data, extracted))
+        results = []
+        for name, data, extracted in read:
+            follower = asyncio.ensure_future(watch.follow())
+            try:
+                info, created = await run_in_threadpool(
+                    functools.partial(rag.ingest, progress=watch.check, extracted=extracted),
+                    name,
+                    data,
+                    collection,
+                )
+            except DocumentTooLargeError as exc:
+                raise APIError(400, ErrorCode.DOCUMENT_TOO_LARGE, str(exc), "files") from None
+            finally:
+                follower.cancel()
+            if created:
+                created_ids.append(info.id)
+            results.append(UploadResult(document=_doc(info), created=created))
+        if await watch.cancelled():
+            raise ClientGoneError("the client left before the answer was sent")
+    except ClientGoneError:
+        for doc_id in created_ids:  # the person was told it failed: keep none of it
+            await run_in_threadpool(rag.store.delete_document, doc_id)
+        log.warning(
+            "an upload of %d file(s) was abandoned by its client; nothing was stored", len(files)
+        )
+        raise APIError(
+            400,
+            ErrorCode.INVALID_REQUEST,
+            "the client went away before the upload was stored; nothing was kept",
+            "files",
+        ) from None
     return UploadResponse(documents=results)
 
 

@@ -18,14 +18,27 @@ too deep), never an internal error.
 stops at the page (and inside the page) where the text passes it, HTML stops
 feeding the parser, and the file is refused with
 :class:`DocumentTooLargeError` naming the file and the limit.
+
+:class:`DocumentLimits` bounds what a file may cost to read, before and while it is
+read, and a file past one gets :class:`DocumentLimitError` (the upload route answers
+413) naming the limit and what to do: a .docx is checked before it is opened (its
+members, the sum of their uncompressed sizes and each member's compression ratio,
+from the zip directory, which Python's zipfile holds the data to; then the XML
+elements of its parts, counted while streaming them), and OCR reads each distinct
+image once (its stored bytes hashed), at most ``ocr_max_images`` of them per file
+within ``ocr_timeout_s`` (Tesseract is stopped when that is spent).  Memory, CPU and
+wall-clock limits are the parsing process's (:mod:`companion.rag.parse_worker`).
 """
 
 from __future__ import annotations
 
 import email
 import email.policy
+import hashlib
 import io
 import re
+import time
+import zipfile
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import PurePath
@@ -42,6 +55,43 @@ HTML_FEED = 65_536  # characters of HTML fed to the parser at a time
 
 class DocumentTooLargeError(InvalidParameterError):
     """A file whose extracted text (or chunk count) passes a limit; names the file and limit."""
+
+
+class DocumentLimitError(DocumentTooLargeError):
+    """A file that would cost more than a :class:`DocumentLimits` bound (or the parsing
+    process's memory or time) to read; names the file, the limit and what to do."""
+
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentLimits:
+    """What reading one file may cost besides its text (settings of the same names)."""
+
+    max_unpacked_bytes: int = 100 * MIB  # a .docx: sum of its members' uncompressed sizes
+    max_compression_ratio: float = 100.0  # a .docx member over 1 MiB: uncompressed/compressed
+    max_archive_members: int = 2000  # a .docx: files inside the zip
+    max_xml_elements: int = 1_000_000  # a .docx: XML elements over all its parts
+    ocr_max_images: int = 100  # distinct images read by OCR per file
+    ocr_timeout_s: float = 90.0  # Tesseract time per file
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_unpacked_bytes",
+            "max_compression_ratio",
+            "max_archive_members",
+            "max_xml_elements",
+            "ocr_max_images",
+            "ocr_timeout_s",
+        ):
+            value = getattr(self, name)
+            if not value > 0:
+                raise InvalidParameterError(f"{name} must be positive, got {value!r}")
+
+
+DEFAULT_LIMITS = DocumentLimits()
+RATIO_FLOOR = MIB  # members smaller than this may compress as well as they like
 
 
 def too_large(name: str, limit: int, unit: str = "characters") -> DocumentTooLargeError:
@@ -298,23 +348,64 @@ def ocr_available() -> bool:
     return importlib.util.find_spec("pytesseract") is not None and bool(shutil.which("tesseract"))
 
 
-def _ocr_page(page: Any) -> str:
-    """The text of a page's images by Tesseract (a scanned page is one image, usually)."""
+def _image_keys(page: Any) -> list[tuple[Any, str]]:
+    """Each image of a page with the hash of its stored bytes (an id pypdf can look up)."""
+    keys = []
+    for key in page.images.keys():  # noqa: SIM118 - a pypdf list of images, not a dict
+        keys.append((key, _image_digest(page, key)))
+    return keys
+
+
+def _image_digest(page: Any, key: Any) -> str:
+    """sha256 of an image as stored (its encoded stream and how to decode it), so the same
+    picture repeated on many pages, as one object or many copies, is read once; images in
+    forms or inline are hashed decoded."""
+    digest = hashlib.sha256()
+    xobj: Any = None
+    if isinstance(key, str) and not key.startswith("~"):
+        try:
+            xobj = page["/Resources"]["/XObject"][key].get_object()
+        except (KeyError, TypeError, AttributeError):
+            xobj = None
+    raw = getattr(xobj, "_data", None)
+    if isinstance(raw, bytes):
+        for field_name in ("/Width", "/Height", "/BitsPerComponent", "/Filter", "/DecodeParms"):
+            digest.update(f"{field_name}={xobj.get(field_name)!s};".encode())
+        digest.update(f"/ColorSpace={xobj.get('/ColorSpace')!s};".encode())
+        digest.update(raw)
+        return "raw:" + digest.hexdigest()
+    digest.update(page.images[key].data)
+    return "decoded:" + digest.hexdigest()
+
+
+def _ocr_image(page: Any, key: Any, name: str, deadline: float, limits: DocumentLimits) -> str:
+    """The text of one image by Tesseract, killed when the file's OCR time is spent."""
     import pytesseract
     from PIL import Image
 
-    texts = []
-    for image in page.images:
-        picture = image.image
-        if picture is None:
-            continue
-        if not isinstance(picture, Image.Image):  # pragma: no cover - pypdf always gives PIL
-            continue
-        texts.append(pytesseract.image_to_string(picture.convert("L")))
-    return "\n".join(t for t in texts if t.strip())
+    picture = page.images[key].image
+    if picture is None or not isinstance(picture, Image.Image):  # pragma: no cover - PIL
+        return ""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise ocr_too_slow(name, limits)
+    try:
+        text = pytesseract.image_to_string(picture.convert("L"), timeout=left)
+    except RuntimeError as exc:
+        if "timeout" in str(exc).lower():
+            raise ocr_too_slow(name, limits) from None
+        raise
+    return str(text)
 
 
-def _pdf(data: bytes, name: str, budget: _Budget) -> ExtractedText:
+def ocr_too_slow(name: str, limits: DocumentLimits) -> DocumentLimitError:
+    return DocumentLimitError(
+        f"{name}: reading the scanned pages by OCR took longer than {limits.ocr_timeout_s:g} s "
+        "(ocr_timeout_s); split the PDF into smaller files, or upload a PDF with a text layer"
+    )
+
+
+def _pdf(data: bytes, name: str, budget: _Budget, limits: DocumentLimits) -> ExtractedText:
     from pypdf import PdfReader
 
     reader = PdfReader(io.BytesIO(data))
@@ -330,19 +421,39 @@ def _pdf(data: bytes, name: str, budget: _Budget) -> ExtractedText:
     scanned: list[int] = []  # pages with images and no text layer
     ocr_pages: list[int] = []
     can_ocr: bool | None = None
+    to_ocr: dict[int, list[tuple[Any, str]]] = {}  # page number -> its images and hashes
+    distinct: set[str] = set()
     for number, page in enumerate(reader.pages, 1):
         text = _tidy(page.extract_text(visitor_text=count) or "")
         if not text and _has_images(page):
             if can_ocr is None:
                 can_ocr = ocr_available()
             if can_ocr:
-                text = _tidy(_ocr_page(page))
-                budget.add(len(text))
-                if text:
-                    ocr_pages.append(number)
+                to_ocr[number] = _image_keys(page)
+                distinct.update(digest for _key, digest in to_ocr[number])
+                if len(distinct) > limits.ocr_max_images:
+                    raise DocumentLimitError(
+                        f"{name}: the PDF has more than {limits.ocr_max_images} different "
+                        "scanned images to read by OCR (ocr_max_images); split it into "
+                        "smaller files, or upload a PDF with a text layer"
+                    )
             else:
                 scanned.append(number)
         pages.append(text)
+    deadline = time.monotonic() + limits.ocr_timeout_s
+    read: dict[str, str] = {}  # image hash -> its text: each distinct image is read once
+    for number, keys in to_ocr.items():
+        page = reader.pages[number - 1]
+        texts = []
+        for key, digest in keys:
+            if digest not in read:
+                read[digest] = _ocr_image(page, key, name, deadline, limits)
+            texts.append(read[digest])
+        text = _tidy("\n".join(t for t in texts if t.strip()))
+        budget.add(len(text))
+        if text:
+            ocr_pages.append(number)
+        pages[number - 1] = text
     title = None
     if reader.metadata is not None and reader.metadata.title:
         title = str(reader.metadata.title)
@@ -383,11 +494,84 @@ def _page_list(pages: list[int]) -> str:
     return ", ".join(str(p) for p in pages[:10]) + (" ..." if len(pages) > 10 else "")
 
 
-def _docx(data: bytes, name: str, budget: _Budget) -> ExtractedText:
+def check_archive(data: bytes, name: str, limits: DocumentLimits) -> None:
+    """Refuse a zip (a .docx) that would unpack past the limits, before it is parsed.
+
+    The directory's sizes are checked first (members, their sum, each ratio); Python's
+    zipfile, which python-docx reads through, never returns more than a member's
+    declared size (a member that holds more fails its CRC).  Then the XML parts are
+    streamed and their elements counted (start tags, an upper bound), the stream
+    stopping at the limit.  A file that is not a zip is left to the reader's own error.
+    """
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, ValueError, OSError):
+        return
+    with archive:
+        members = archive.infolist()
+        if len(members) > limits.max_archive_members:
+            raise DocumentLimitError(
+                f"{name}: the Word document holds {len(members):,} files, more than "
+                f"{limits.max_archive_members:,} (max_archive_members); it is damaged or "
+                "not a plain document -- save it again from your word processor"
+            )
+        unpacked = sum(m.file_size for m in members)
+        if unpacked > limits.max_unpacked_bytes:
+            raise DocumentLimitError(
+                f"{name}: the Word document unpacks to {unpacked / MIB:,.0f} MB, more than "
+                f"{limits.max_unpacked_bytes / MIB:,.0f} MB (max_unpacked_bytes); split it "
+                "or save its text (File > Save As > Plain Text) and upload that"
+            )
+        for member in members:
+            ratio = member.file_size / max(member.compress_size, 1)
+            if member.file_size > RATIO_FLOOR and ratio > limits.max_compression_ratio:
+                raise DocumentLimitError(
+                    f"{name}: a part of the Word document ({member.filename}) expands "
+                    f"{ratio:,.0f} times when unpacked, more than "
+                    f"{limits.max_compression_ratio:g} (max_compression_ratio): a "
+                    "decompression bomb, or a document of nothing but empty paragraphs; "
+                    "save its text (File > Save As > Plain Text) and upload that"
+                )
+        elements = 0
+        for member in members:
+            if not member.filename.lower().endswith((".xml", ".rels")):
+                continue
+            try:
+                with archive.open(member) as stream:
+                    elements += _count_elements(stream, limits.max_xml_elements - elements)
+            except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError):
+                return  # the reader says what is wrong with the file
+            if elements > limits.max_xml_elements:
+                raise DocumentLimitError(
+                    f"{name}: the Word document has more than {limits.max_xml_elements:,} "
+                    "XML elements (max_xml_elements); split it into smaller documents or "
+                    "save its text (File > Save As > Plain Text) and upload that"
+                )
+
+
+def _count_elements(stream: Any, limit: int) -> int:
+    """Start tags in an XML stream (comments, declarations and end tags not counted),
+    read 1 MiB at a time; stops once the count passes ``limit``."""
+    count = 0
+    carry = b""
+    while count <= limit:
+        chunk = stream.read(MIB)
+        if not chunk:
+            break
+        buf = carry + chunk
+        carry = b"<" if buf.endswith(b"<") else b""  # "</", "<?", "<!" may straddle reads
+        if carry:
+            buf = buf[:-1]
+        count += buf.count(b"<") - buf.count(b"</") - buf.count(b"<?") - buf.count(b"<!")
+    return count
+
+
+def _docx(data: bytes, name: str, budget: _Budget, limits: DocumentLimits) -> ExtractedText:
     """Paragraphs and tables of a .docx in order; Title / Heading N styles are headings."""
     import docx
     from docx.table import Table
 
+    check_archive(data, name, limits)
     document = docx.Document(io.BytesIO(data))
     parts: list[str] = []
     for block in document.iter_inner_content():
@@ -421,7 +605,13 @@ def _docx_level(style: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def extract_text(name: str, data: bytes, *, max_chars: int = DEFAULT_MAX_CHARS) -> ExtractedText:
+def extract_text(
+    name: str,
+    data: bytes,
+    *,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    limits: DocumentLimits = DEFAULT_LIMITS,
+) -> ExtractedText:
     """Plain text and metadata of a file, chosen by its suffix (at most ``max_chars``)."""
     suffix = PurePath(name).suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
@@ -431,13 +621,16 @@ def extract_text(name: str, data: bytes, *, max_chars: int = DEFAULT_MAX_CHARS) 
         )
     budget = _Budget(name, max_chars)
     try:
-        result = _extract(suffix, name, data, budget)
+        result = _extract(suffix, name, data, budget, limits)
     except InvalidParameterError:
         raise
     except RecursionError:
         raise InvalidParameterError(f"{name}: the file is nested too deeply to read") from None
     except MemoryError:
-        raise too_large(name, max_chars) from None
+        raise DocumentLimitError(
+            f"{name}: reading the file needs more memory than a parser may use "
+            "(parse_memory_mb); split it into smaller files or save its text and upload that"
+        ) from None
     except Exception as exc:  # pypdf's limits and parse errors, e-mail parser errors, ...
         kind = {".pdf": "PDF", ".eml": "e-mail", ".docx": "Word document"}.get(suffix, "file")
         raise InvalidParameterError(
@@ -450,13 +643,15 @@ def extract_text(name: str, data: bytes, *, max_chars: int = DEFAULT_MAX_CHARS) 
     return result
 
 
-def _extract(suffix: str, name: str, data: bytes, budget: _Budget) -> ExtractedText:
+def _extract(
+    suffix: str, name: str, data: bytes, budget: _Budget, limits: DocumentLimits
+) -> ExtractedText:
     if suffix == ".pdf":
-        return _pdf(data, name, budget)
+        return _pdf(data, name, budget, limits)
     if suffix == ".eml":
         return _eml(data, name, budget)
     if suffix == ".docx":
-        return _docx(data, name, budget)
+        return _docx(data, name, budget, limits)
     if suffix in (".html", ".htm"):
         text, title, sections = _html(_decode(data, name), budget)
         return ExtractedText(text, "html", {"title": title or name}, sections)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from companion.rag.chunking import TooManyChunksError, chunk_document
-from companion.rag.ingest import DEFAULT_MAX_CHARS, extract_text, too_large
+from companion.rag.ingest import DEFAULT_MAX_CHARS, ExtractedText, extract_text, too_large
 from companion.rag.retrieval import RetrievalOptions, retrieve
 from companion.rag.store import DocumentInfo, DocumentStore, Hit, validate_collection_name
 
@@ -48,10 +48,18 @@ class RagService:
         data: bytes,
         collection: str = "default",
         progress: Callable[[int], None] | None = None,
+        *,
+        extracted: ExtractedText | None = None,
     ) -> tuple[DocumentInfo, bool]:
-        """Extract, chunk, embed and store one file; (document, newly created)."""
+        """Extract, chunk, embed and store one file; (document, newly created).
+
+        ``extracted``: the file's text as already read (the upload route reads uploads in
+        a limited process, :mod:`companion.rag.parse_worker`); ``progress`` runs after
+        each batch of embeddings, the last time just before the document is stored, so
+        an exception it raises stores nothing."""
         validate_collection_name(collection)
-        extracted = extract_text(name, data, max_chars=self.max_chars)
+        if extracted is None:
+            extracted = extract_text(name, data, max_chars=self.max_chars)
         try:
             chunks = chunk_document(
                 extracted.text,
