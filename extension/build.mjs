@@ -19,6 +19,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import zlib from "node:zlib";
+
 import * as esbuild from "esbuild";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));

@@ -18,6 +18,9 @@ step "mypy"
 mypy
 step "extension logic (node --test)"
 node --test extension/test/
+step "extension lint (eslint) and types (tsc --checkJs)"
+npx eslint
+npx tsc -p tsconfig.json
 step "pytest (unit, Pyodide, real models, end-to-end)"
 python -m pytest -q
 step "evaluations, smoke mode"

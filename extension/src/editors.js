@@ -137,7 +137,7 @@ async function selectAllIn(el) {
       "selectionchange",
       () => {
         clearTimeout(timer);
-        resolve();
+        resolve(undefined);
       },
       { once: true },
     );

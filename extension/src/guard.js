@@ -14,9 +14,9 @@
 // The guard reads the editors itself (whatever the person typed into: no
 // selectors), and remembers a draft after it leaves the editor, so a site
 // that clears the box and sends later is still checked. The content script
-// (isolated world) tells it, through DOM events, whether the site is
-// protected and which texts are approved (the protected text Veil wrote; the
-// original where the person chose "send unprotected").
+// (isolated world) tells it, through DOM events (messages.js GUARD_SCHEMA),
+// whether the site is protected and which texts are approved (the protected
+// text Veil wrote; the original where the person chose "send unprotected").
 //
 // What it cannot see: requests from the site's workers and service worker,
 // other frames, navigations and resource loads (links, images, location).
@@ -24,170 +24,148 @@
 // against a site that wants the text: the page sees every key typed anyway.
 
 import { editableRoot, readText } from "./editors.js";
-import { IndexCache, LeakIndex, bodyText, squeeze } from "./leak-check.js";
-import { SITES, siteForUrl } from "./sites.js";
+import { bodyText, IndexCache, LeakIndex, squeeze } from "./leak-check.js";
+import { FROM_GUARD, guardMessage, GuardMsg, parseGuardMessage, TO_GUARD } from "./messages.js";
+import { siteForUrl, SITES } from "./sites.js";
 
-const TO_GUARD = "veil:to-guard";
-const FROM_GUARD = "veil:from-guard";
 const RECENT_MS = 10 * 60 * 1000; // a draft that left its editor is guarded this long
 const PROTECTED_MS = 15 * 1000; // ... or this long once Veil protected it
+const MESSAGE = "Veil blocked this request: it carried your prompt unprotected";
 
-function install() {
-  const builtinHosts = new Set(SITES.flatMap((s) => s.hosts));
-  let told = null; // {protected: bool} from the content script; null until it speaks
-  const editors = new Set(); // editable roots the person used
-  const last = new Map(); // editor -> its last unapproved text
-  let recent = []; // [{text, left, until}] drafts that left their editor
-  let approved = []; // texts Veil approved, as written, newest last
-  let protectedOriginal = null; // the original of the last text Veil protected
-  let index = null; // LeakIndex, rebuilt when drafts or approvals change
-  let indexKey = []; // the drafts and approvals `index` was built from
-  const stats = { checked: 0, blocked: 0, lastBlocked: null };
-
-  function active() {
-    if (told) return told.protected;
-    // Before the content script speaks: a built-in host is guarded on its
-    // protected paths; anywhere else the guard was registered for an added site.
-    return builtinHosts.has(location.hostname) ? siteForUrl(location.href) !== null : true;
+/**
+ * What the guard knows: the drafts in the page's editors and those that left
+ * them, the texts Veil approved, and the index the send path checks against.
+ * @typedef {{text: string, left: number, until: number, protected: boolean}} Recent
+ * @typedef {{ok: boolean} | {pending: Promise<boolean>}} Verdict
+ * @typedef {(api: string, url: string, body: unknown) => Verdict} Check
+ */
+class Drafts {
+  constructor() {
+    /** @type {Set<Element>} editable roots the person used */
+    this.editors = new Set();
+    /** @type {Map<Element, string>} editor -> its last unapproved text */
+    this.last = new Map();
+    /** @type {Recent[]} drafts that left their editor */
+    this.recent = [];
+    /** @type {string[]} texts Veil approved, as written, newest last */
+    this.approved = [];
+    /** @type {string | null} the original of the last text Veil protected */
+    this.protectedOriginal = null;
+    /** @type {LeakIndex | null} rebuilt when drafts or approvals change */
+    this.index = null;
+    /** @type {string[]} the drafts and approvals `index` was built from */
+    this.indexKey = [];
+    /** squeezed texts and run indexes, across index rebuilds */
+    this.cache = new IndexCache();
   }
 
-  function emit(data) {
-    document.dispatchEvent(new CustomEvent(FROM_GUARD, { detail: JSON.stringify(data) }));
-  }
-
-  // ------------------------------------------------------------ drafts
-
-  // The text one line per block, as the content script reads it (the notice
-  // and the text Veil puts back keep the person's line breaks).
-  const readEditor = readText;
-
-  const cache = new IndexCache(); // squeezed texts and run indexes, across index rebuilds
-
-  // (Only approved texts are cached: a draft changes with every key.)
-  function isApproved(text) {
-    if (!approved.length) return false;
-    if (approved.includes(text)) return true;
+  /** (Only approved texts are cached: a draft changes with every key.) @param {string} text */
+  isApproved(text) {
+    if (!this.approved.length) return false;
+    if (this.approved.includes(text)) return true;
     const s = squeeze(text);
-    return approved.some((a) => cache.squeeze(a) === s);
+    return this.approved.some((a) => this.cache.squeeze(a) === s);
   }
 
-  // (Drafts that left their box and originals are few: their squeezed forms are cached.)
-  function sameSqueezed(a, b) {
-    return cache.squeeze(a) === cache.squeeze(b);
+  /** (Drafts that left their box and originals are few: their squeezed forms are cached.) @param {string} a @param {string} b */
+  sameSqueezed(a, b) {
+    return this.cache.squeeze(a) === this.cache.squeeze(b);
   }
 
-  function leave(text, now) {
-    if (!text.trim() || isApproved(text)) return;
+  /** @param {string} text @param {number} now */
+  leave(text, now) {
+    if (!text.trim() || this.isApproved(text)) return;
     // A longer version of the same draft covers a shorter one.
-    if (recent.some((r) => r.text.includes(text))) return;
-    recent = recent.filter((r) => !text.includes(r.text));
-    const wasProtected = protectedOriginal !== null && sameSqueezed(text, protectedOriginal);
-    recent.push({ text, left: now, until: now + (wasProtected ? PROTECTED_MS : RECENT_MS), protected: wasProtected });
-    if (recent.length > 8) recent = recent.slice(-8);
+    if (this.recent.some((r) => r.text.includes(text))) return;
+    this.recent = this.recent.filter((r) => !text.includes(r.text));
+    const wasProtected = this.protectedOriginal !== null && this.sameSqueezed(text, this.protectedOriginal);
+    this.recent.push({ text, left: now, until: now + (wasProtected ? PROTECTED_MS : RECENT_MS), protected: wasProtected });
+    if (this.recent.length > 8) this.recent = this.recent.slice(-8);
   }
 
-  function observe(el, now = Date.now()) {
+  /** @param {Element} el @param {number} [now] */
+  observe(el, now = Date.now()) {
     if (!el.isConnected) {
-      const gone = last.get(el);
-      if (gone) leave(gone, now);
-      last.delete(el);
-      editors.delete(el);
+      const gone = this.last.get(el);
+      if (gone) this.leave(gone, now);
+      this.last.delete(el);
+      this.editors.delete(el);
       return;
     }
-    const text = readEditor(el);
-    const before = last.get(el);
-    const draft = text.trim() && !isApproved(text) ? text : null;
+    // The text one line per block, as the content script reads it.
+    const text = readText(el);
+    const before = this.last.get(el);
+    const draft = text.trim() && !this.isApproved(text) ? text : null;
     if (before && before !== draft) {
       // Typing edits the draft in place; a box that was cleared or replaced
       // (by the site after a send, or by Veil's protected text) keeps the old one.
-      if (!draft || draft.length < before.length / 2 || !draft.includes(before.slice(0, 12))) leave(before, now);
+      if (!draft || draft.length < before.length / 2 || !draft.includes(before.slice(0, 12))) this.leave(before, now);
     }
-    if (draft) last.set(el, draft);
-    else last.delete(el);
+    if (draft) this.last.set(el, draft);
+    else this.last.delete(el);
   }
 
-  function track(node) {
+  /** @param {unknown} node */
+  track(node) {
     const root = editableRoot(node);
-    if (root && !(root instanceof HTMLInputElement && root.type === "password")) editors.add(root);
+    if (root && !(root instanceof HTMLInputElement && root.type === "password")) this.editors.add(root);
     return root;
   }
 
-  function drafts() {
+  /** Every draft to check against: those in the editors, and those that left them lately. */
+  drafts() {
     const now = Date.now();
-    track(document.activeElement);
-    for (const el of [...editors]) observe(el, now);
-    recent = recent.filter((r) => r.until > now);
-    return [...last.values()].map((text) => ({ text })).concat(recent.map((r) => ({ text: r.text })));
+    this.track(document.activeElement);
+    for (const el of [...this.editors]) this.observe(el, now);
+    this.recent = this.recent.filter((r) => r.until > now);
+    return [...this.last.values()].map((text) => ({ text })).concat(this.recent.map((r) => ({ text: r.text })));
   }
 
-  function currentIndex() {
-    const list = drafts();
+  /** @returns {LeakIndex} */
+  currentIndex() {
+    const list = this.drafts();
     // The same strings as last time (compared as strings: cheap when they are the same objects).
-    const key = [...list.map((d) => d.text), "\u0000", ...approved];
-    const same = key.length === indexKey.length && key.every((t, i) => t === indexKey[i]);
-    if (!same) {
-      indexKey = key;
-      cache.keep([...list.map((d) => d.text), ...approved]);
-      index = new LeakIndex(list, approved, cache);
+    const key = [...list.map((d) => d.text), "\u0000", ...this.approved];
+    const same = key.length === this.indexKey.length && key.every((t, i) => t === this.indexKey[i]);
+    if (!same || !this.index) {
+      this.indexKey = key;
+      this.cache.keep([...list.map((d) => d.text), ...this.approved]);
+      this.index = new LeakIndex(list, this.approved, this.cache);
     }
-    return index;
+    return this.index;
   }
 
-  // Build the index for what is about to be sent while Veil is still protecting
-  // it (the worker's round trip), so the check on the send path finds it ready.
-  let warmTimer = 0;
-  function prewarm() {
-    clearTimeout(warmTimer);
-    warmTimer = setTimeout(() => {
-      if (!active()) return;
-      const idx = currentIndex();
-      if (!idx.empty) idx.find(approved[approved.length - 1] || "");
-    }, 0);
-  }
-
-  // Snapshot the editors before the site's own handlers run (this listener is
-  // registered first, at document_start): a site that reads the box and clears
-  // it on click is still checked when it sends later.
-  const snapshot = (event) => { const t0 = performance.now(); try { snapshot0(event); } finally { window.__sms = (window.__sms || 0) + performance.now() - t0; } };
-  const snapshot0 = (event) => {
-    const root = track(event.composedPath?.()[0] ?? event.target);
-    if (event.type === "input" || event.type === "paste") {
-      if (root) observe(root);
-      return;
-    }
-    if (event.type === "keydown" && event.key !== "Enter") return;
+  /** Veil approved `text`, the protected form of `original` (null: no draft of its own). @param {string} text @param {string | null} original */
+  approve(text, original) {
     const now = Date.now();
-    for (const el of [...editors]) observe(el, now);
-    if (event.type !== "focusin") prewarm();
-  };
-  for (const type of ["input", "paste", "keydown", "pointerdown", "mousedown", "click", "submit", "focusin"]) {
-    window.addEventListener(type, snapshot, true);
-  }
-
-  // ------------------------------------------------------------ the check
-
-  const MESSAGE = "Veil blocked this request: it carried your prompt unprotected";
-
-  function refuse(api, url, reason, draft) {
-    stats.blocked += 1;
-    stats.lastBlocked = { api, at: Date.now() };
-    let host = "";
-    try {
-      host = new URL(url, location.href).host;
-    } catch {
-      /* not a URL */
+    this.approved = [...this.approved.filter((a) => a !== text), text].slice(-16);
+    if (typeof original === "string") {
+      // The original Veil just protected is guarded PROTECTED_MS more (a site
+      // that sends a stale copy late); one protected before it is done with.
+      for (const r of this.recent) {
+        if (this.sameSqueezed(r.text, original)) {
+          r.until = Math.min(r.until, now + PROTECTED_MS);
+          r.protected = true;
+        } else if (r.protected) r.until = Math.min(r.until, now);
+      }
+      this.protectedOriginal = original;
     }
-    emit({ type: "blocked", api, host, reason, draft: draft ?? null });
+    for (const [el, draft] of this.last) {
+      if (this.isApproved(draft)) this.last.delete(el);
+    }
   }
+}
 
-  /** {ok: true} | {ok: false} now, or {pending: Promise<boolean>} once the body is read. */
-  function check(api, url, body) {
-    const t0 = performance.now();
-    try { return check0(api, url, body); } finally { window.__gms = (window.__gms || []); window.__gms.push(performance.now() - t0); }
-  }
-  function check0(api, url, body) {
+/**
+ * The check every wrapper calls before a request leaves.
+ * @param {Drafts} drafts @param {() => boolean} active
+ * @param {(api: string, url: string, reason: string, draft: string | null | undefined) => void} refuse
+ * @returns {Check}
+ */
+function makeCheck(drafts, active, refuse) {
+  return function check(api, url, body) {
     if (!active()) return { ok: true };
-    const idx = currentIndex();
+    const idx = drafts.currentIndex();
     if (idx.empty) return { ok: true };
     stats.checked += 1;
     const inUrl = url ? idx.find(String(url)) : null;
@@ -195,12 +173,12 @@ function install() {
       refuse(api, url, "draft", inUrl.draft.text);
       return { ok: false };
     }
-    const judge = (read) => {
+    const judge = (/** @type {{text?: string, opaque?: string}} */ read) => {
       if (read.opaque) {
         refuse(api, url, read.opaque, idx.drafts[0]?.draft.text);
         return false;
       }
-      const hit = idx.find(read.text);
+      const hit = idx.find(read.text ?? "");
       if (hit) {
         refuse(api, url, "draft", hit.draft.text);
         return false;
@@ -210,175 +188,248 @@ function install() {
     const read = bodyText(body);
     if (read.pending) return { pending: read.pending.then(judge, () => judge({ opaque: "a body Veil could not read" })) };
     return { ok: judge(read) };
-  }
-
-  // ------------------------------------------------------------ the wrappers
-
-  const nativeFetch = window.fetch;
-  const wrappedFetch = function fetch(input, init) {
-    const args = arguments;
-    if (!active()) return Reflect.apply(nativeFetch, globalThis, args);
-    let url;
-    let body = init && "body" in init ? init.body : undefined;
-    if (typeof Request !== "undefined" && input instanceof Request) {
-      url = input.url;
-      if (body === undefined && input.body) body = input.clone().blob();
-    } else {
-      url = input instanceof URL ? input.href : String(input);
-    }
-    let verdict;
-    if (body instanceof Promise) {
-      const idx = currentIndex();
-      verdict = idx.empty ? { ok: true } : { pending: body.then((blob) => check("fetch", url, blob)).then((v) => (v.pending ? v.pending : v.ok)) };
-    } else {
-      verdict = check("fetch", url, body);
-    }
-    if (verdict.ok) return Reflect.apply(nativeFetch, globalThis, args);
-    if (!verdict.pending) return Promise.reject(new TypeError(`${MESSAGE} (fetch)`));
-    return verdict.pending.then((ok) => (ok ? Reflect.apply(nativeFetch, globalThis, args) : Promise.reject(new TypeError(`${MESSAGE} (fetch)`))));
   };
-  window.fetch = wrappedFetch;
+}
 
+/** @param {Check} check @param {Drafts} drafts @param {() => boolean} active */
+function wrapFetch(check, drafts, active) {
+  const nativeFetch = window.fetch;
+  window.fetch = /** @type {typeof fetch} */ (
+    function fetch(/** @type {RequestInfo | URL} */ input, /** @type {RequestInit | undefined} */ init) {
+      const args = arguments;
+      if (!active()) return Reflect.apply(nativeFetch, globalThis, args);
+      let url;
+      /** @type {unknown} */
+      let body = init && "body" in init ? init.body : undefined;
+      if (typeof Request !== "undefined" && input instanceof Request) {
+        url = input.url;
+        if (body === undefined && input.body) body = input.clone().blob();
+      } else {
+        url = input instanceof URL ? input.href : String(input);
+      }
+      /** @type {Verdict} */
+      let verdict;
+      if (body instanceof Promise) {
+        const idx = drafts.currentIndex();
+        verdict = idx.empty ? { ok: true } : { pending: body.then((blob) => check("fetch", url, blob)).then((v) => ("pending" in v ? v.pending : v.ok)) };
+      } else {
+        verdict = check("fetch", url, body);
+      }
+      if ("ok" in verdict && verdict.ok) return Reflect.apply(nativeFetch, globalThis, args);
+      if (!("pending" in verdict)) return Promise.reject(new TypeError(`${MESSAGE} (fetch)`));
+      return verdict.pending.then((ok) => (ok ? Reflect.apply(nativeFetch, globalThis, args) : Promise.reject(new TypeError(`${MESSAGE} (fetch)`))));
+    }
+  );
+}
+
+/** @param {Check} check */
+function wrapXhr(check) {
   const XHR = XMLHttpRequest.prototype;
   const nativeOpen = XHR.open;
   const nativeSend = XHR.send;
+  /** @type {WeakMap<XMLHttpRequest, {url: string, sync: boolean}>} */
   const xhrInfo = new WeakMap();
-  XHR.open = function open(method, url, async) {
-    xhrInfo.set(this, { url: String(url), sync: arguments.length > 2 && !async });
-    return Reflect.apply(nativeOpen, this, arguments);
-  };
+  XHR.open = /** @type {typeof XHR.open} */ (
+    /** @this {XMLHttpRequest} */
+    function open(/** @type {string} */ _method, /** @type {string | URL} */ url, /** @type {boolean} */ async) {
+      xhrInfo.set(this, { url: String(url), sync: arguments.length > 2 && !async });
+      return Reflect.apply(nativeOpen, this, arguments);
+    }
+  );
   XHR.send = function send(body) {
     const info = xhrInfo.get(this) || { url: "", sync: false };
     const verdict = check("XMLHttpRequest", info.url, body);
-    if (verdict.ok) return Reflect.apply(nativeSend, this, arguments);
-    if (verdict.pending && !info.sync) {
+    if ("ok" in verdict && verdict.ok) return Reflect.apply(nativeSend, this, arguments);
+    if ("pending" in verdict && !info.sync) {
       verdict.pending.then((ok) => (ok ? Reflect.apply(nativeSend, this, [body]) : this.abort()));
       return undefined;
     }
     throw new DOMException(`${MESSAGE} (XMLHttpRequest)`, "NetworkError");
   };
+}
 
+/** @param {Check} check */
+function wrapWebSocket(check) {
   const NativeWebSocket = window.WebSocket;
   const wsSend = NativeWebSocket.prototype.send;
+  /** @type {WeakMap<WebSocket, Promise<unknown>>} */
   const wsQueue = new WeakMap();
   window.WebSocket = new Proxy(NativeWebSocket, {
     construct(target, args, newTarget) {
-      if (check("WebSocket", String(args[0] ?? ""), null).ok === false) {
-        throw new DOMException(`${MESSAGE} (WebSocket)`, "NetworkError");
-      }
+      const verdict = check("WebSocket", String(args[0] ?? ""), null);
+      if ("ok" in verdict && verdict.ok === false) throw new DOMException(`${MESSAGE} (WebSocket)`, "NetworkError");
       return Reflect.construct(target, args, newTarget);
     },
   });
+  /** @param {WebSocket} ws @param {Promise<unknown>} next */
+  const queue = (ws, next) => {
+    wsQueue.set(ws, next);
+    next.finally(() => wsQueue.get(ws) === next && wsQueue.delete(ws));
+  };
   NativeWebSocket.prototype.send = function send(data) {
     const queued = wsQueue.get(this);
     if (queued) {
       // Keep the order of messages behind one still being read.
-      const next = queued.then(() => {
-        const v = check("WebSocket", this.url, data);
-        if (v.ok) return Reflect.apply(wsSend, this, [data]);
-        return v.pending?.then((ok) => ok && Reflect.apply(wsSend, this, [data]));
-      });
-      wsQueue.set(this, next);
-      next.finally(() => wsQueue.get(this) === next && wsQueue.delete(this));
+      queue(
+        this,
+        queued.then(() => {
+          const v = check("WebSocket", this.url, data);
+          if ("ok" in v && v.ok) return Reflect.apply(wsSend, this, [data]);
+          return "pending" in v ? v.pending.then((ok) => ok && Reflect.apply(wsSend, this, [data])) : undefined;
+        }),
+      );
       return undefined;
     }
     const verdict = check("WebSocket", this.url, data);
-    if (verdict.ok) return Reflect.apply(wsSend, this, arguments);
-    if (verdict.pending) {
-      const next = verdict.pending.then((ok) => ok && Reflect.apply(wsSend, this, [data]));
-      wsQueue.set(this, next);
-      next.finally(() => wsQueue.get(this) === next && wsQueue.delete(this));
+    if ("ok" in verdict && verdict.ok) return Reflect.apply(wsSend, this, arguments);
+    if ("pending" in verdict) {
+      queue(
+        this,
+        verdict.pending.then((ok) => ok && Reflect.apply(wsSend, this, [data])),
+      );
       return undefined;
     }
     throw new DOMException(`${MESSAGE} (WebSocket)`, "NetworkError");
   };
+}
 
+/** @param {Check} check */
+function wrapBeacon(check) {
   const nativeBeacon = Navigator.prototype.sendBeacon;
   Navigator.prototype.sendBeacon = function sendBeacon(url, data) {
     const verdict = check("sendBeacon", String(url), data);
-    if (verdict.ok) return Reflect.apply(nativeBeacon, this, arguments);
-    if (verdict.pending) {
+    if ("ok" in verdict && verdict.ok) return Reflect.apply(nativeBeacon, this, arguments);
+    if ("pending" in verdict) {
       verdict.pending.then((ok) => ok && Reflect.apply(nativeBeacon, this, [url, data]));
       return true; // queued behind Veil's check
     }
     return false;
   };
+}
 
+/** @param {Check} check @param {() => boolean} active */
+function wrapForms(check, active) {
   const nativeSubmit = HTMLFormElement.prototype.submit;
-  HTMLFormElement.prototype.submit = function submit() {
-    if (formLeaks(this, null)) return undefined;
-    return Reflect.apply(nativeSubmit, this, arguments);
-  };
-
-  function formLeaks(form, submitter) {
+  /** @param {HTMLFormElement} form @param {HTMLElement | null} submitter */
+  const formLeaks = (form, submitter) => {
     let data;
     try {
       data = new FormData(form, submitter || undefined);
     } catch {
       data = new FormData(form);
     }
-    const action = submitter?.formAction || form.action || location.href;
+    const action = /** @type {any} */ (submitter)?.formAction || form.action || location.href;
     const verdict = check("form", action, data);
     // A form with a file is read before it may go; it is sent again after.
-    if (verdict.pending) {
+    if ("pending" in verdict) {
       verdict.pending.then((ok) => ok && Reflect.apply(nativeSubmit, form, []));
       return true;
     }
     return !verdict.ok;
-  }
-
+  };
+  HTMLFormElement.prototype.submit = function submit() {
+    if (formLeaks(this, null)) return undefined;
+    return Reflect.apply(nativeSubmit, this, arguments);
+  };
   window.addEventListener(
     "submit",
     (event) => {
       const form = event.target;
       if (!(form instanceof HTMLFormElement) || !active()) return;
-      if (formLeaks(form, event.submitter)) {
+      if (formLeaks(form, /** @type {SubmitEvent} */ (event).submitter)) {
         event.preventDefault();
         event.stopImmediatePropagation();
       }
     },
     true,
   );
+}
 
-  // ------------------------------------------------------------ the content script
+const stats = { checked: 0, blocked: 0, /** @type {{api: string, at: number} | null} */ lastBlocked: null };
 
-  document.addEventListener(TO_GUARD, (event) => {
-    let msg;
-    try {
-      msg = JSON.parse(event.detail);
-    } catch {
+function install() {
+  const builtinHosts = new Set(SITES.flatMap((s) => s.hosts));
+  /** @type {{protected: boolean} | null} from the content script; null until it speaks */
+  let told = null;
+  const drafts = new Drafts();
+
+  const active = () => {
+    if (told) return told.protected;
+    // Before the content script speaks: a built-in host is guarded on its
+    // protected paths; anywhere else the guard was registered for an added site.
+    return builtinHosts.has(location.hostname) ? siteForUrl(location.href) !== null : true;
+  };
+  const emit = (/** @type {string} */ type, /** @type {Record<string, unknown>} */ data = {}) => {
+    document.dispatchEvent(new CustomEvent(FROM_GUARD, { detail: JSON.stringify(guardMessage(type, data)) }));
+  };
+
+  // Build the index for what is about to be sent while Veil is still protecting
+  // it (the worker's round trip), so the check on the send path finds it ready.
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let warmTimer;
+  const prewarm = () => {
+    clearTimeout(warmTimer);
+    warmTimer = setTimeout(() => {
+      if (!active()) return;
+      const idx = drafts.currentIndex();
+      if (!idx.empty) idx.find(drafts.approved[drafts.approved.length - 1] || "");
+    }, 0);
+  };
+
+  // Snapshot the editors before the site's own handlers run (this listener is
+  // registered first, at document_start): a site that reads the box and clears
+  // it on click is still checked when it sends later.
+  const snapshot = (/** @type {Event} */ event) => {
+    const root = drafts.track(event.composedPath?.()[0] ?? event.target);
+    if (event.type === "input" || event.type === "paste") {
+      if (root) drafts.observe(root);
       return;
     }
+    if (event.type === "keydown" && /** @type {KeyboardEvent} */ (event).key !== "Enter") return;
     const now = Date.now();
-    if (msg.type === "state") {
-      told = { protected: Boolean(msg.protected) };
-    } else if (msg.type === "approve" && typeof msg.text === "string") {
-      approved = [...approved.filter((a) => a !== msg.text), msg.text].slice(-16);
-      if (typeof msg.original === "string") {
-        // The original Veil just protected is guarded PROTECTED_MS more (a site
-        // that sends a stale copy late); one protected before it is done with.
-        for (const r of recent) {
-          if (sameSqueezed(r.text, msg.original)) {
-            r.until = Math.min(r.until, now + PROTECTED_MS);
-            r.protected = true;
-          } else if (r.protected) r.until = Math.min(r.until, now);
-        }
-        protectedOriginal = msg.original;
-      }
-      for (const [el, text] of last) {
-        if (isApproved(text)) last.delete(el);
-      }
+    for (const el of [...drafts.editors]) drafts.observe(el, now);
+    if (event.type !== "focusin") prewarm();
+  };
+  for (const type of ["input", "paste", "keydown", "pointerdown", "mousedown", "click", "submit", "focusin"]) {
+    window.addEventListener(type, snapshot, true);
+  }
+
+  const refuse = (/** @type {string} */ api, /** @type {string} */ url, /** @type {string} */ reason, /** @type {string | null | undefined} */ draft) => {
+    stats.blocked += 1;
+    stats.lastBlocked = { api, at: Date.now() };
+    let host = "";
+    try {
+      host = new URL(url, location.href).host;
+    } catch {
+      /* not a URL */
+    }
+    emit(GuardMsg.BLOCKED, { api, host, reason, draft: draft ?? null });
+  };
+  const check = makeCheck(drafts, active, refuse);
+  wrapFetch(check, drafts, active);
+  wrapXhr(check);
+  wrapWebSocket(check);
+  wrapBeacon(check);
+  wrapForms(check, active);
+
+  document.addEventListener(TO_GUARD, (event) => {
+    const msg = parseGuardMessage(/** @type {CustomEvent} */ (event).detail, "guard");
+    if (!msg) return;
+    if (msg.type === GuardMsg.STATE) {
+      told = { protected: msg.protected };
+    } else if (msg.type === GuardMsg.APPROVE) {
+      drafts.approve(msg.text, msg.original);
       prewarm();
     }
-    if (msg.type === "hello" || msg.type === "state" || msg.type === "status") {
-      emit({ type: "status", active: active(), checked: stats.checked, blocked: stats.blocked, lastBlocked: stats.lastBlocked });
+    if (msg.type === GuardMsg.HELLO || msg.type === GuardMsg.STATE) {
+      emit(GuardMsg.STATUS, { active: active(), checked: stats.checked, blocked: stats.blocked, lastBlocked: stats.lastBlocked });
     }
   });
   document.documentElement?.setAttribute("data-veil-guard", "on");
-  emit({ type: "ready" });
+  emit(GuardMsg.READY);
 }
 
-if (!window.__veilGuard) {
+if (!(/** @type {any} */ (window).__veilGuard)) {
   Object.defineProperty(window, "__veilGuard", { value: true });
   install();
 }

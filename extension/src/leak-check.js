@@ -30,6 +30,7 @@ export const RUN = 20;
 export const MIN_WHOLE = 8;
 
 const SPACE = /[\s\u00a0\u1680\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+/g;
+// eslint-disable-next-line no-control-regex -- the ASCII range starts at U+0000 on purpose
 const NON_ASCII = /[^\x00-\x7f]/;
 
 /** The text without whitespace, NFC. */

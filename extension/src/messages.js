@@ -330,3 +330,102 @@ export function envelopeError(msg) {
   }
   return null;
 }
+
+// ------------------------------------------------------------ the guard <-> content channel
+//
+// The network guard (guard.js, in the page's world) and the content script
+// (content/guard-link.js, Veil's isolated world) share no chrome.runtime: they
+// talk through DOM events on the document, TO_GUARD and FROM_GUARD, whose
+// `detail` is the JSON of a flat object {type, ...fields}. GUARD_SCHEMA lists,
+// for each type, who sends it ("content" or "guard") and its fields with their
+// JSON types (a type ending in "|null" may be null). A message a receiver does
+// not expect -- unknown type, the wrong sender, a field missing, extra or of
+// another type -- is dropped (parseGuardMessage); extension/test/
+// guard-channel.test.mjs checks that every message the two scripts send has
+// exactly these fields.
+
+export const TO_GUARD = "veil:to-guard";
+export const FROM_GUARD = "veil:from-guard";
+
+export const GuardMsg = Object.freeze({
+  HELLO: "hello",
+  STATE: "state",
+  APPROVE: "approve",
+  READY: "ready",
+  STATUS: "status",
+  BLOCKED: "blocked",
+});
+
+export const GUARD_SCHEMA = Object.freeze({
+  [GuardMsg.HELLO]: { from: "content", fields: {}, doc: "are you there? (the guard answers with status)" },
+  [GuardMsg.STATE]: {
+    from: "content",
+    fields: { protected: "boolean" },
+    doc: "whether the site is protected now (the guard answers with status)",
+  },
+  [GuardMsg.APPROVE]: {
+    from: "content",
+    fields: { text: "string", original: "string|null" },
+    doc: "let `text` through (the protected text Veil wrote, or the original the person chose to send); `original`: the draft it protects",
+  },
+  [GuardMsg.READY]: { from: "guard", fields: {}, doc: "the guard is installed in this page" },
+  [GuardMsg.STATUS]: {
+    from: "guard",
+    fields: { active: "boolean", checked: "number", blocked: "number", lastBlocked: "object|null" },
+    doc: "whether it guards, how many requests it checked and refused, the last refusal {api, at}",
+  },
+  [GuardMsg.BLOCKED]: {
+    from: "guard",
+    fields: { api: "string", host: "string", reason: "string", draft: "string|null" },
+    doc: "it refused a request: the API, the host, why (\"draft\" or what it could not read), the draft it carried",
+  },
+});
+
+/**
+ * A guard-channel message, {type, ...data}.
+ * @param {string} type a GuardMsg
+ * @param {Record<string, unknown>} data its fields (GUARD_SCHEMA)
+ */
+export function guardMessage(type, data = {}) {
+  return { ...data, type };
+}
+
+/** @param {unknown} value @param {string} type "string", "object|null", ... */
+function hasJsonType(value, type) {
+  return type.split("|").some((t) => (t === "null" ? value === null : value !== null && typeof value === t));
+}
+
+/**
+ * Why `msg` is not a message `receiver` ("content" or "guard") may take, or null when it is.
+ * @param {unknown} msg @param {"content" | "guard"} receiver
+ */
+export function guardMessageError(msg, receiver) {
+  if (!msg || typeof msg !== "object") return "not an object";
+  const { type, ...fields } = /** @type {Record<string, unknown>} */ (msg);
+  const spec = typeof type === "string" && Object.hasOwn(GUARD_SCHEMA, type) ? GUARD_SCHEMA[/** @type {keyof typeof GUARD_SCHEMA} */ (type)] : null;
+  if (!spec) return `unknown type ${JSON.stringify(type)}`;
+  if (spec.from === receiver) return `${type} is sent by the ${receiver}, not to it`;
+  const want = /** @type {Record<string, string>} */ (spec.fields);
+  for (const key of Object.keys(fields)) if (!Object.hasOwn(want, key)) return `${type}: unexpected field ${key}`;
+  for (const [key, jsonType] of Object.entries(want)) {
+    if (!Object.hasOwn(fields, key)) return `${type}: missing field ${key}`;
+    if (!hasJsonType(fields[key], jsonType)) return `${type}: ${key} is not ${jsonType}`;
+  }
+  return null;
+}
+
+/**
+ * The message in an event's `detail` (JSON), when `receiver` may take it; else null.
+ * @param {unknown} detail @param {"content" | "guard"} receiver
+ * @returns {Record<string, any> | null}
+ */
+export function parseGuardMessage(detail, receiver) {
+  if (typeof detail !== "string") return null;
+  let msg;
+  try {
+    msg = JSON.parse(detail);
+  } catch {
+    return null;
+  }
+  return guardMessageError(msg, receiver) === null ? msg : null;
+}

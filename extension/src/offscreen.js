@@ -7,13 +7,15 @@
 //   2. otherwise a cold boot, after which the snapshot is made for next time.
 // A snapshot that fails to restore is deleted and the cold path runs.
 
-import { loadPyodide } from "./pyodide/pyodide.mjs";
-import createPyodideModule from "./pyodide/pyodide.asm.mjs";
 import { ext } from "./chrome-api.js";
 import { FILE_OPS, Op } from "./core-ops.js";
 import { ErrorCode } from "./errors.js";
-import { Msg, Target, fail, message } from "./messages.js";
-import { BUILD_ID, SNAPSHOT_FLAG, packSnapshot, snapshots, unpackSnapshot } from "./snapshot-store.js";
+import { fail, message, Msg, Target } from "./messages.js";
+// @ts-expect-error -- build.mjs copies Pyodide's runtime here (external to the bundle)
+import createPyodideModule from "./pyodide/pyodide.asm.mjs";
+// @ts-expect-error -- as above
+import { loadPyodide } from "./pyodide/pyodide.mjs";
+import { BUILD_ID, packSnapshot, SNAPSHOT_FLAG, snapshots, unpackSnapshot } from "./snapshot-store.js";
 
 // Started by offscreen-early.js while this module and Pyodide's were loading.
 const early = globalThis.__veilEarly || {};

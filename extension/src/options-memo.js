@@ -5,6 +5,7 @@
 import { Msg } from "./messages.js";
 import { el, send } from "./page-api.js";
 
+/** The page's element with this id (an input, a button, a table: the id says which). @type {(id: string) => any} */
 const $ = (id) => document.getElementById(id);
 const fixed = (x, digits = 1) => (x === null || x === undefined ? "—" : Number(x).toFixed(digits));
 

@@ -7,10 +7,12 @@
 import { Msg } from "./messages.js";
 import { el, send } from "./page-api.js";
 
+/** The page's element with this id (an input, a button, a table: the id says which). @type {(id: string) => any} */
 const $ = (id) => document.getElementById(id);
 
 let rg = {}; // what the worker said (state.rootguard of GET_STATE)
 let rgProfile = null; // the profile as shown (the stored one, or the one being edited)
+/** @type {{act: (fn: () => Promise<unknown>) => Promise<unknown>, showError: (err: unknown) => void}} */
 let hooks = { act: async () => {}, showError: () => {} };
 
 export function formatNumber(v) {
@@ -35,7 +37,7 @@ class FieldErrors extends Error {
 }
 
 function clearFieldErrors() {
-  for (const node of document.querySelectorAll("#rg-table [data-error-for]")) {
+  for (const node of /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll("#rg-table [data-error-for]"))) {
     node.textContent = "";
     node.hidden = true;
   }
@@ -45,6 +47,7 @@ function clearFieldErrors() {
 function showFieldErrors(problems) {
   clearFieldErrors();
   for (const p of problems) {
+    /** @type {HTMLElement | null} */
     const slot = document.querySelector(`#rg-table [data-error-for="${p.name}:${p.field}"]`) ?? document.querySelector(`#rg-table [data-error-for="${p.name}:true"]`);
     if (!slot) continue;
     slot.textContent = slot.textContent ? `${slot.textContent}; ${p.message}` : p.message;
@@ -205,7 +208,7 @@ function numberIn(input, name, field, what, problems) {
 function typedTrueValues(profile, { onlyNew }) {
   const problems = [];
   const values = {};
-  for (const input of document.querySelectorAll("input[data-true]")) {
+  for (const input of /** @type {NodeListOf<HTMLInputElement>} */ (document.querySelectorAll("input[data-true]"))) {
     const name = input.dataset.true;
     if (input.value.trim() === "" || (onlyNew && input.disabled)) continue;
     const v = numberIn(input, name, "true", "the true value", problems);
@@ -229,7 +232,7 @@ function editedRootguard() {
   const target = $("rg-target").value.trim();
   if (target) profile.target = target;
   else delete profile.target;
-  for (const input of document.querySelectorAll("input[data-root]")) {
+  for (const input of /** @type {NodeListOf<HTMLInputElement>} */ (document.querySelectorAll("input[data-root]"))) {
     const name = input.dataset.root;
     const spec = profile.values[name];
     const raw = input.value.trim();
@@ -315,7 +318,7 @@ export function wireRootguard({ act, showError }) {
       try {
         record = JSON.parse(await file.text());
       } catch (err) {
-        throw new Error(`${file.name} is not JSON: ${err.message}`);
+        throw new Error(`${file.name} is not JSON: ${err.message}`, { cause: err });
       }
       try {
         const result = await send(Msg.ROOTGUARD_IMPORT, { record });

@@ -3,12 +3,13 @@
 
 import { ext } from "./chrome-api.js";
 import { Msg } from "./messages.js";
-import { renderRootguard, wireRootguard } from "./options-rootguard.js";
 import { renderMemo, wireMemo } from "./options-memo.js";
+import { renderRootguard, wireRootguard } from "./options-rootguard.js";
 import { coreStatusText, el, send } from "./page-api.js";
-import { MODES, EPSILON_MAX, EPSILON_MIN, EPSILON_STEP } from "./settings.js";
+import { EPSILON_MAX, EPSILON_MIN, EPSILON_STEP, MODES } from "./settings.js";
 import { originMatchPattern, parseCustomOrigin } from "./sites.js";
 
+/** The page's element with this id (an input, a button, a table: the id says which). @type {(id: string) => any} */
 const $ = (id) => document.getElementById(id);
 let state = null;
 let defaultHeader = null;

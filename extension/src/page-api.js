@@ -1,7 +1,7 @@
 // Helpers shared by the popup and the options page.
 
 import { ext } from "./chrome-api.js";
-import { Target, message } from "./messages.js";
+import { message, Target } from "./messages.js";
 
 export async function send(type, data = {}) {
   const reply = await ext.runtime.send(message(type, Target.BACKGROUND, data));

@@ -1,13 +1,14 @@
 // The popup: the current site, on/off, ε, mode, what ε means, a preview.
 
 import { ext } from "./chrome-api.js";
-import { showLifetime } from "./popup-ledger.js";
-import { Msg, Target, message } from "./messages.js";
 import { renderForecast } from "./forecast.js";
+import { message, Msg, Target } from "./messages.js";
 import { coreStatusText, debounce, el, percent, send } from "./page-api.js";
+import { showLifetime } from "./popup-ledger.js";
 import { EPSILON_MAX, EPSILON_MIN, EPSILON_STEP, HEADER_LANGUAGES } from "./settings.js";
 import { originMatchPattern, protectableUrl } from "./sites.js";
 
+/** The page's element with this id (an input, a button, a table: the id says which). @type {(id: string) => any} */
 const $ = (id) => document.getElementById(id);
 Object.assign($("epsilon"), { min: EPSILON_MIN, max: EPSILON_MAX, step: EPSILON_STEP });
 const LANGUAGE_NAMES = { auto: "follow my prompt", en: "English", ko: "한국어", fr: "Français", de: "Deutsch", es: "Español", ru: "Русский", el: "Ελληνικά" };
@@ -211,7 +212,7 @@ function render(state) {
   $("enabled").checked = site.enabled;
   $("epsilon").value = String(site.epsilon);
   $("epsilon-value").textContent = Number(site.epsilon).toFixed(1);
-  for (const radio of document.querySelectorAll("input[name=mode]")) radio.checked = radio.value === site.mode;
+  for (const radio of /** @type {NodeListOf<HTMLInputElement>} */ (document.querySelectorAll("input[name=mode]"))) radio.checked = radio.value === site.mode;
   $("fail-open").checked = site.failOpen;
   $("into-ascii").checked = site.alphabets === "ascii";
   $("header-language").value = site.headerLanguage || "auto";
@@ -242,9 +243,9 @@ $("epsilon").addEventListener("change", async (e) => {
   await patch({ epsilon: Number(e.target.value) });
   refreshPreview();
 });
-for (const radio of document.querySelectorAll("input[name=mode]")) {
-  radio.addEventListener("change", async (e) => {
-    if (e.target.checked) await patch({ mode: e.target.value });
+for (const radio of /** @type {NodeListOf<HTMLInputElement>} */ (document.querySelectorAll("input[name=mode]"))) {
+  radio.addEventListener("change", async () => {
+    if (radio.checked) await patch({ mode: radio.value });
     refreshPreview();
   });
 }

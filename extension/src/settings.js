@@ -10,10 +10,10 @@
 //                     (state: RootGuard's cache, with its ledger inside; events: set-up and resets)
 // chrome.storage.session holds core status: {state, ms, fromSnapshot, error, at}.
 
-import { SITES } from "./sites.js";
 // The modes, the ε limits and the header's meanings are py_core's (py_core/protect.py
 // reads the same file); esbuild inlines it into the bundle.
 import CORE from "../../py_core/site_settings.json" with { type: "json" };
+import { SITES } from "./sites.js";
 
 export const SCHEMA = 1;
 export const MODES = Object.freeze(Object.keys(CORE.modes));

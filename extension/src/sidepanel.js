@@ -8,9 +8,10 @@
 
 import { ext } from "./chrome-api.js";
 import { renderForecast } from "./forecast.js";
-import { Msg, Target, message } from "./messages.js";
+import { message, Msg, Target } from "./messages.js";
 import { coreStatusText, debounce, el, send } from "./page-api.js";
 
+/** The page's element with this id (an input, a button, a table: the id says which). @type {(id: string) => any} */
 const $ = (id) => document.getElementById(id);
 const FORECAST = { box: $("forecast"), legend: $("forecast-legend"), caveat: $("forecast-caveat"), legendRootguard: $("legend-rootguard") };
 

@@ -2,7 +2,6 @@
 // Shared by offscreen-early.js (which starts the read as the document parses)
 // and offscreen.js (which restores, makes and stores snapshots).
 
-/* global __VEIL_BUILD_ID__ */
 export const BUILD_ID = __VEIL_BUILD_ID__;
 export const DB_NAME = "veil-core";
 // localStorage (synchronous) says whether IndexedDB holds a snapshot of this

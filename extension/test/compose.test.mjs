@@ -6,9 +6,9 @@ import { test } from "node:test";
 
 import { Op } from "../src/core-ops.js";
 import { ErrorCode } from "../src/errors.js";
-import { Msg, Target, message } from "../src/messages.js";
+import { message, Msg, Target } from "../src/messages.js";
 import { historyKey } from "../src/settings.js";
-import { COMPOSE_COMMAND, TOKEN_KEY, TOKEN_TTL_MS, issueToken, newToken, redeemToken } from "../src/sw/compose.js";
+import { COMPOSE_COMMAND, issueToken, newToken, redeemToken, TOKEN_KEY, TOKEN_TTL_MS } from "../src/sw/compose.js";
 import { dispatch } from "../src/sw/handlers.js";
 import { fakeCore, fakeExt, senders } from "./fake-ext.mjs";
 

@@ -6,11 +6,11 @@ import { test } from "node:test";
 
 import { Op } from "../src/core-ops.js";
 import { ErrorCode } from "../src/errors.js";
-import { Msg, SCHEMA, Target, message } from "../src/messages.js";
+import { message, Msg, SCHEMA, Target } from "../src/messages.js";
 import { entryKey, historyKey } from "../src/settings.js";
 import { badgeFor } from "../src/sw/badge.js";
 import { callCore } from "../src/sw/core-client.js";
-import { HANDLERS, dispatch } from "../src/sw/handlers.js";
+import { dispatch, HANDLERS } from "../src/sw/handlers.js";
 import { ensureSiteScripts } from "../src/sw/sites.js";
 import { EXT_ORIGIN, fakeCore, fakeExt, senders } from "./fake-ext.mjs";
 import { assertKeys, keysOf } from "./schema-keys.mjs";

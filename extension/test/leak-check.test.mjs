@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { LeakIndex, MIN_WHOLE, RUN, bodyText, decodings, squeeze } from "../src/leak-check.js";
+import { bodyText, decodings, LeakIndex, MIN_WHOLE, RUN, squeeze } from "../src/leak-check.js";
 
 const DRAFT = "Patient Maria Keller was admitted on Tuesday with chest pain.\nPlease summarise her discharge letter.";
 const PROTECTED = "Restore this text: Pbtiqnt Mzria Keler was admi+ted oX Tuesdby with chesS pain. Plxase sumUarise hur discharge lettAr.";

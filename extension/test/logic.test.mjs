@@ -2,9 +2,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { PRIVILEGED, Msg, envelopeError, isExtensionPage } from "../src/messages.js";
+import { envelopeError, isExtensionPage, Msg, PRIVILEGED } from "../src/messages.js";
 import { DEFAULT_SITE, defaultSettings, effectiveHeader, normalizeSettings, patchSite, validateEpsilon } from "../src/settings.js";
-import { SITES, builtinMatchPatterns, customSiteId, originMatchPattern, parseCustomOrigin, protectableUrl, siteForUrl } from "../src/sites.js";
+import { builtinMatchPatterns, customSiteId, originMatchPattern, parseCustomOrigin, protectableUrl, siteForUrl, SITES } from "../src/sites.js";
 
 test("every built-in site is found from its URL and nothing else is", () => {
   for (const site of SITES) {
@@ -100,7 +100,7 @@ test("message envelopes are checked", () => {
   assert.match(envelopeError({ type: "x", target: "b", data: null }), /data must be an object/);
 });
 
-import { KIND, forecastCounts, forecastSegments, wordTitle } from "../src/forecast.js";
+import { forecastCounts, forecastSegments, KIND, wordTitle } from "../src/forecast.js";
 
 test("the forecast covers the typed text exactly once, words marked by kind", () => {
   const text = "  Dear Xylofant,\nthe 52 kg";

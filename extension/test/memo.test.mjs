@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Msg, Target, message } from "../src/messages.js";
+import { message, Msg, Target } from "../src/messages.js";
 import { dispatch } from "../src/sw/handlers.js";
 import { MEMO_PREFIX, UNSENT_LIMIT, wordsOf } from "../src/sw/memo.js";
 import { fakeCore, fakeExt, senders } from "./fake-ext.mjs";

@@ -2,76 +2,13 @@
 // target and data keys are checked against SCHEMA, read from the source
 // (the replies of the worker's handlers are checked in handlers.test.mjs).
 import assert from "node:assert/strict";
-import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { fileURLToPath } from "node:url";
 
 import { Op } from "../src/core-ops.js";
 import { Msg, PRIVILEGED, SCHEMA, Target } from "../src/messages.js";
 import { keysOf } from "./schema-keys.mjs";
-
-const SRC = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src");
-
-function sources() {
-  const out = [];
-  const walk = (dir) => {
-    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-      const full = path.join(dir, entry.name);
-      if (entry.isDirectory()) walk(full);
-      else if (entry.name.endsWith(".js")) out.push([path.relative(SRC, full), fs.readFileSync(full, "utf8")]);
-    }
-  };
-  walk(SRC);
-  return out;
-}
-
-/** The code without its // and /* comments (enough for this source: no "//" starts a string's text). */
-function code(text) {
-  return text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:"'`\\])\/\/.*$/gm, "$1");
-}
-
-/** The text of the balanced {...} starting at `at`, or null when there is none. */
-function objectAt(text, at) {
-  if (text[at] !== "{") return null;
-  let depth = 0;
-  for (let i = at; i < text.length; i++) {
-    if ("{[(".includes(text[i])) depth++;
-    else if ("}])".includes(text[i])) depth--;
-    if (depth === 0) return text.slice(at + 1, i);
-  }
-  return null;
-}
-
-/** The top-level keys of an object literal's body; null when it spreads another object. */
-function literalKeys(body) {
-  const parts = [];
-  let depth = 0;
-  let quote = null;
-  let start = 0;
-  for (let i = 0; i < body.length; i++) {
-    const c = body[i];
-    if (quote) {
-      if (c === "\\") i++;
-      else if (c === quote) quote = null;
-    } else if (`"'\``.includes(c)) quote = c;
-    else if ("{[(".includes(c)) depth++;
-    else if ("}])".includes(c)) depth--;
-    else if (c === "," && depth === 0) {
-      parts.push(body.slice(start, i));
-      start = i + 1;
-    }
-  }
-  parts.push(body.slice(start));
-  const keys = [];
-  for (const part of parts.map((p) => p.trim()).filter(Boolean)) {
-    if (part.startsWith("...")) return null;
-    const match = part.match(/^["']?([A-Za-z_$][\w$]*)["']?\s*(?::|$)/);
-    assert.ok(match, `cannot read the key of ${JSON.stringify(part)}`);
-    keys.push(match[1]);
-  }
-  return keys;
-}
+import { code, literalKeys, objectAt, sources } from "./source-scan.mjs";
 
 const MSG_NAME = Object.fromEntries(Object.entries(Msg).map(([name, type]) => [name, type]));
 const TARGET_NAME = Object.fromEntries(Object.entries(Target).map(([name, target]) => [name, target]));
@@ -106,7 +43,7 @@ const NOT_LITERAL = new Set([Msg.CORE_STATUS]);
 test("the scan finds the sends it should (it is not vacuous)", () => {
   const found = sends();
   assert.ok(found.length >= 20, `${found.length} sends`);
-  assert.ok(found.some((s) => s.file === "content.js" && s.type === Msg.PROTECT && s.keys.join() === "text,url"));
+  assert.ok(found.some((s) => s.file === path.join("content", "protect.js") && s.type === Msg.PROTECT && s.keys.join() === "text,url"));
   assert.ok(found.some((s) => s.file === "popup.js" && s.type === Msg.GET_STATE && s.keys.join() === "url"));
   assert.deepEqual(literalKeys(" a, b: f(1, 2), 'c': { d: 1 } "), ["a", "b", "c"]);
   assert.equal(literalKeys("...x, a"), null);

@@ -5,9 +5,9 @@ import { test } from "node:test";
 
 import { Op } from "../src/core-ops.js";
 import { ErrorCode } from "../src/errors.js";
-import { Msg, SCHEMA, Target, message } from "../src/messages.js";
-import { ROOTGUARD_LOCK } from "../src/sw/storage.js";
+import { message, Msg, SCHEMA, Target } from "../src/messages.js";
 import { dispatch } from "../src/sw/handlers.js";
+import { ROOTGUARD_LOCK } from "../src/sw/storage.js";
 import { fakeCore, fakeExt, senders } from "./fake-ext.mjs";
 import { assertKeys } from "./schema-keys.mjs";
 

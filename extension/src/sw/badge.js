@@ -1,8 +1,8 @@
 // The toolbar badge: what it says for a tab, from the site's settings, the
 // core's status and what the tab's content script found on the page.
 
-import { loadCoreStatus, loadSettings } from "./storage.js";
 import { siteIdFor } from "./sites.js";
+import { loadCoreStatus, loadSettings } from "./storage.js";
 
 export const CHANGED_PAGE =
   "this site changed its page; Veil protects it with its general rules and the network guard";

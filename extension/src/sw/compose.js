@@ -12,9 +12,9 @@
 // Tokens live in chrome.storage.session (the worker may stop between issue and
 // redeem) under one lock; they expire after TOKEN_TTL_MS.
 
-import { ErrorCode, badRequest } from "../errors.js";
 import { sameText } from "../editors.js";
-import { Msg, Target, message } from "../messages.js";
+import { badRequest, ErrorCode } from "../errors.js";
+import { message, Msg, Target } from "../messages.js";
 import { siteIdFor } from "./sites.js";
 import { loadSettings } from "./storage.js";
 
@@ -138,6 +138,7 @@ export async function composeSend(ext, data, { protect }) {
 export async function composeRedeem(ext, data, sender) {
   const outcome = await redeemToken(ext, { token: data.token, tabId: sender.tab?.id, text: data.text });
   if (!outcome.ok) {
+    /** @type {Error & {code?: string}} */
     const err = new Error(`Veil refused to send this text: ${outcome.reason}`);
     err.code = ErrorCode.FORBIDDEN;
     throw err;

@@ -1,8 +1,8 @@
 // The core client: starts the offscreen document that runs the Python core and
 // calls the core's ops (core-ops.js) in it, with a deadline.
 
-import { CodedError, ErrorCode, coreCode } from "../errors.js";
-import { Msg, Target, message } from "../messages.js";
+import { CodedError, coreCode, ErrorCode } from "../errors.js";
+import { message, Msg, Target } from "../messages.js";
 
 export const OFFSCREEN_URL = "offscreen.html";
 

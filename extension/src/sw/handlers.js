@@ -4,10 +4,10 @@
 // writes chrome.storage through `ext` and keeps nothing in memory.
 
 import { Op } from "../core-ops.js";
-import { ErrorCode, badRequest, errorCode, errorText } from "../errors.js";
-import { Msg, PRIVILEGED, SCHEMA, Target, envelopeError, fail, isExtensionPage, ok } from "../messages.js";
+import { badRequest, ErrorCode, errorCode, errorText } from "../errors.js";
+import { envelopeError, fail, isExtensionPage, Msg, ok, PRIVILEGED, SCHEMA, Target } from "../messages.js";
 import { effectiveHeader, patchSite } from "../settings.js";
-import { GENERIC_ADAPTER, customSiteId, parseCustomOrigin } from "../sites.js";
+import { customSiteId, GENERIC_ADAPTER, parseCustomOrigin } from "../sites.js";
 import { refreshAllBadges, refreshBadge, savePageCheck } from "./badge.js";
 import { composeRedeem, composeSend, openPanel } from "./compose.js";
 import { callCore } from "./core-client.js";
@@ -15,10 +15,10 @@ import { appendHistory, clearHistory, finishReceipt, readHistory, readIndexes } 
 import { loadLedger, memoView, resetMemo, withMemo } from "./memo.js";
 import { pageSite, registerSite, siteIdFor, siteList, unregisterSite } from "./sites.js";
 import {
-  ROOTGUARD_LOCK,
   loadCoreStatus,
   loadRootguard,
   loadSettings,
+  ROOTGUARD_LOCK,
   rootguardArgs,
   saveCoreStatus,
   saveRootguard,

@@ -2,7 +2,7 @@
 // plus the sites the person added, whose content script is registered here.
 
 import { badRequest } from "../errors.js";
-import { SITES, customSiteId, originMatchPattern, siteForUrl } from "../sites.js";
+import { customSiteId, originMatchPattern, siteForUrl, SITES } from "../sites.js";
 
 /** The site id for a page URL: a built-in site, an added origin, or null. */
 export function siteIdFor(url, settings) {
