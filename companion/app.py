@@ -133,6 +133,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from companion.audit.jobs import JobManager
+        from companion.conversations.store import ConversationStore
         from companion.rag.service import RagService
         from companion.rag.store import DocumentStore
 
@@ -142,6 +143,7 @@ def create_app(
 
             emb = await asyncio.to_thread(load_embedder, settings.device)
         store = DocumentStore(settings.resolved_store_path())
+        app.state.conversations = ConversationStore(settings.resolved_conversations_path())
         private_tree(settings.resolved_home())
         app.state.rag = RagService(
             store=store,
@@ -163,6 +165,8 @@ def create_app(
         finally:
             shutdown(app)
             store.close()
+            app.state.conversations.close()
+            keys.close()  # opened again if the app is started again
 
     app = FastAPI(
         title="Veil companion",

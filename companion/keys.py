@@ -19,6 +19,9 @@ and ``veil keys`` works without opening the store or loading the embedder.
   so the time taken does not depend on which key (if any) matched.
 * Every request reads the table again, so ``veil keys revoke`` (another process)
   and expiry take effect on the very next request.
+* A request writes nothing that it needs: ``last_used`` is written at most once a
+  minute per key (:data:`LAST_USED_EVERY_S`), and a write that fails (a full disk) is
+  logged and skipped, so guests keep authenticating on a full disk.
 * A key's ``budget`` is a lifetime cap on ε: every answer under a formal defense
   is charged its calibrated ε (the guarantee, known before generation) before it
   is generated, atomically, and an answer that would go over the cap is refused.
@@ -30,22 +33,28 @@ import contextlib
 import hashlib
 import hmac
 import json
+import logging
 import math
-import os
 import re
 import secrets
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from companion import db
 from py_core.errors import InvalidParameterError, StateError
+
+log = logging.getLogger("veil.keys")
 
 KEY_PREFIX = "veil_guest_"
 KEYS_FILE = "keys.sqlite3"
+# How stale a key's ``last_used`` may get before a request writes it again (seconds).
+LAST_USED_EVERY_S = 60.0
 
 # What a guest key may call: (method, path).  Everything else under /v1 is the owner's.
 # /healthz and the pages are public (no token at all).
@@ -217,36 +226,41 @@ def validate_terms(
     return config.name, config.to_dict()["params"], budget
 
 
+MIGRATIONS = (db.Migration(1, "guest_keys", lambda conn: db.run_script(conn, SCHEMA)),)
+
+
 @dataclass
 class KeyStore:
     """The guest keys table in its own SQLite file (mode 0600).
 
-    Each operation opens its own short connection: the server's middleware, its
-    worker threads and ``veil keys`` in another process all see every change at once.
+    One connection (:func:`companion.db.connect`) behind a lock, opened again after
+    :meth:`close`; every statement is its own transaction, so the server's middleware,
+    its worker threads and ``veil keys`` in another process all see every change at
+    once.  Keeping it open keeps the WAL files, so reading needs no new file (a full disk).
     """
 
     path: Path
+    _conn: sqlite3.Connection | None = field(init=False, repr=False, default=None)
+    _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # Create the file ourselves with 0600: SQLite gives its -wal/-shm files the
-        # database file's permissions.
-        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
-        if os.stat(self.path).st_mode & 0o077:
-            os.chmod(self.path, 0o600)
         with self._connect() as conn:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.executescript(SCHEMA)
+            db.migrate(conn, MIGRATIONS, label=f"the guest keys {self.path}")
+        db.private(self.path)
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
-        conn.row_factory = sqlite3.Row
-        try:
-            yield conn
-        finally:
-            conn.close()
+        with self._lock:
+            if self._conn is None:
+                self._conn = db.connect(self.path)
+            yield self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     @staticmethod
     def _key(row: sqlite3.Row) -> GuestKey:
@@ -333,15 +347,33 @@ class KeyStore:
         digest = hash_key(raw).encode("ascii")
         with self._connect() as conn:
             rows = conn.execute("SELECT id, key_hash FROM guest_keys").fetchall()
-        found: int | None = None
-        for row in rows:
-            if hmac.compare_digest(digest, row["key_hash"].encode("ascii")):
-                found = int(row["id"])
-        if found is None:
-            return None
-        with self._connect() as conn:
-            conn.execute("UPDATE guest_keys SET last_used = ? WHERE id = ?", (time.time(), found))
-        return self.get(found)
+            found: int | None = None
+            for row in rows:
+                if hmac.compare_digest(digest, row["key_hash"].encode("ascii")):
+                    found = int(row["id"])
+            if found is None:
+                return None
+            row = conn.execute("SELECT * FROM guest_keys WHERE id = ?", (found,)).fetchone()
+        return self._touch(self._key(row))
+
+    def _touch(self, key: GuestKey) -> GuestKey:
+        """Write the key's ``last_used`` if it is over a minute old; best effort.
+
+        Authentication needs no write: a failed one (a full disk, a busy database) is
+        logged and the request goes on.
+        """
+        now = time.time()
+        if key.last_used is not None and now - key.last_used < LAST_USED_EVERY_S:
+            return key
+        try:
+            with self._connect() as conn:
+                conn.execute("UPDATE guest_keys SET last_used = ? WHERE id = ?", (now, key.id))
+        except sqlite3.Error as exc:
+            if db.storage_problem(exc) is None:
+                raise
+            log.warning("a guest key's last use was not recorded (%s)", exc)
+            return key
+        return replace(key, last_used=now)
 
     def charge(self, key_id: int, epsilon: float) -> GuestKey:
         """Add ``epsilon`` to the key's spend, atomically, unless it would pass the budget.

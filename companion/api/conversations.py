@@ -17,38 +17,23 @@ chat request that names a conversation is refused.
 from __future__ import annotations
 
 import re
-import threading
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from companion.api.deps import OwnerDep, get_settings
-from companion.conversations.store import MAX_TITLE, ConversationStore, to_markdown
+from companion.api.deps import ConversationsDep, OwnerDep, get_conversations
+from companion.conversations.store import MAX_TITLE, to_markdown
 from companion.errors import APIError, ErrorCode
 from py_core.errors import VeilError
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
+__all__ = ["get_conversations", "router"]  # get_conversations: the old import path
 
 ConvId = Annotated[
     str, Path(pattern=r"^conv_[0-9a-f]{24}$", description="a conversation id (conv_...)")
 ]
-_OPEN = threading.Lock()
-
-
-def get_conversations(request: Request) -> ConversationStore:
-    """The app's conversation store, opened on first use (``<home>/conversations.sqlite3``)."""
-    store = getattr(request.app.state, "conversations", None)
-    if store is None:
-        with _OPEN:
-            store = getattr(request.app.state, "conversations", None)
-            if store is None:
-                path = get_settings(request).resolved_conversations_path()
-                store = ConversationStore(path)
-                request.app.state.conversations = store
-    assert isinstance(store, ConversationStore)
-    return store
 
 
 class ConversationCreate(BaseModel):
@@ -76,24 +61,26 @@ def _invalid(exc: VeilError) -> APIError:
 
 
 @router.get("", summary="List conversations (newest first, without their messages)")
-def list_conversations(request: Request, owner: OwnerDep) -> dict[str, Any]:
-    return {"data": [c.to_dict() for c in get_conversations(request).list()]}
+def list_conversations(conversations: ConversationsDep, owner: OwnerDep) -> dict[str, Any]:
+    return {"data": [c.to_dict() for c in conversations.list()]}
 
 
 @router.post("", status_code=201, summary="Start a conversation")
 def create_conversation(
-    body: ConversationCreate, request: Request, owner: OwnerDep
+    body: ConversationCreate, conversations: ConversationsDep, owner: OwnerDep
 ) -> dict[str, Any]:
     try:
-        conv = get_conversations(request).create(body.title, body.settings)
+        conv = conversations.create(body.title, body.settings)
     except VeilError as exc:
         raise _invalid(exc) from exc
     return conv.to_dict(messages=True)
 
 
 @router.get("/{conv_id}", summary="One conversation with its messages")
-def get_conversation(conv_id: ConvId, request: Request, owner: OwnerDep) -> dict[str, Any]:
-    conv = get_conversations(request).get(conv_id)
+def get_conversation(
+    conv_id: ConvId, conversations: ConversationsDep, owner: OwnerDep
+) -> dict[str, Any]:
+    conv = conversations.get(conv_id)
     if conv is None:
         raise _missing(conv_id)
     return conv.to_dict(messages=True)
@@ -101,10 +88,10 @@ def get_conversation(conv_id: ConvId, request: Request, owner: OwnerDep) -> dict
 
 @router.patch("/{conv_id}", summary="Rename a conversation or change its settings")
 def update_conversation(
-    conv_id: ConvId, body: ConversationUpdate, request: Request, owner: OwnerDep
+    conv_id: ConvId, body: ConversationUpdate, conversations: ConversationsDep, owner: OwnerDep
 ) -> dict[str, Any]:
     try:
-        conv = get_conversations(request).update(conv_id, title=body.title, settings=body.settings)
+        conv = conversations.update(conv_id, title=body.title, settings=body.settings)
     except VeilError as exc:
         raise _invalid(exc) from exc
     if conv is None:
@@ -113,8 +100,10 @@ def update_conversation(
 
 
 @router.delete("/{conv_id}", summary="Delete a conversation and its messages")
-def delete_conversation(conv_id: ConvId, request: Request, owner: OwnerDep) -> dict[str, Any]:
-    if not get_conversations(request).delete(conv_id):
+def delete_conversation(
+    conv_id: ConvId, conversations: ConversationsDep, owner: OwnerDep
+) -> dict[str, Any]:
+    if not conversations.delete(conv_id):
         raise _missing(conv_id)
     return {"deleted": True, "id": conv_id}
 
@@ -125,8 +114,10 @@ def delete_conversation(conv_id: ConvId, request: Request, owner: OwnerDep) -> d
     response_class=Response,
     responses={200: {"content": {"text/markdown": {}}}},
 )
-def export_conversation(conv_id: ConvId, request: Request, owner: OwnerDep) -> Response:
-    conv = get_conversations(request).get(conv_id)
+def export_conversation(
+    conv_id: ConvId, conversations: ConversationsDep, owner: OwnerDep
+) -> Response:
+    conv = conversations.get(conv_id)
     if conv is None:
         raise _missing(conv_id)
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", conv.title).strip("-.")[:60] or "conversation"

@@ -1,5 +1,5 @@
 """What a route may use, as FastAPI dependencies: settings, the model engine, RAG, audit jobs,
-guest keys, and who is calling.
+guest keys, conversations, and who is calling.
 
 All of them are created once, by :func:`companion.app.create_app` and its
 lifespan, and kept on the app; routes declare what they need
@@ -24,6 +24,7 @@ from companion.settings import Settings
 
 if TYPE_CHECKING:
     from companion.audit.jobs import JobManager
+    from companion.conversations.store import ConversationStore
     from companion.engine import ModelEngine
     from companion.rag.service import RagService
 
@@ -53,6 +54,11 @@ def get_audit_jobs(request: Request) -> JobManager:
 
 def get_keys(request: Request) -> KeyStore:
     return cast(KeyStore, _state(request, "keys"))
+
+
+def get_conversations(request: Request) -> ConversationStore:
+    """The app's conversation store (``<home>/conversations.sqlite3``, opened by the lifespan)."""
+    return cast("ConversationStore", _state(request, "conversations"))
 
 
 def get_started(request: Request) -> int:
@@ -99,5 +105,6 @@ RagDep = Annotated["RagService", Depends(get_rag)]
 AuditJobsDep = Annotated["JobManager", Depends(get_audit_jobs)]
 StartedDep = Annotated[int, Depends(get_started)]
 KeysDep = Annotated[KeyStore, Depends(get_keys)]
+ConversationsDep = Annotated["ConversationStore", Depends(get_conversations)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 OwnerDep = Annotated[Principal, Depends(require_owner)]

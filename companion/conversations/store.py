@@ -5,23 +5,30 @@ enumerated), a title, the settings the page chose for it (model, collection,
 defense and its parameters) and its messages in order.  An assistant message
 keeps the ``veil`` object of its answer (receipt, citations, budget) so the page
 can show them again after a reload.
+
+When a document is deleted, :meth:`ConversationStore.forget_document` replaces what
+the stored answers kept of it -- each citation's passage, heading, page and the
+document's name, in the citations and the budget -- by a "deleted" mark, and empties
+the WAL: the passage is then in no file (``secure_delete`` zeroes the old rows).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from companion import db
 from py_core.errors import InvalidParameterError
 
 SCHEMA = """
-PRAGMA foreign_keys = ON;
 CREATE TABLE IF NOT EXISTS conversations (
     id TEXT PRIMARY KEY,
     title TEXT NOT NULL,
@@ -39,6 +46,10 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 CREATE INDEX IF NOT EXISTS messages_conversation ON messages(conversation_id, id);
 """
+
+MIGRATIONS = (db.Migration(1, "conversations", lambda conn: db.run_script(conn, SCHEMA)),)
+# What a stored answer keeps of a deleted document in place of its name.
+DELETED_DOCUMENT = "(deleted document)"
 
 MAX_TITLE = 200
 SETTING_KEYS = frozenset(
@@ -120,12 +131,14 @@ class ConversationStore:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.row_factory = sqlite3.Row
-        self._db.executescript(SCHEMA)
-        self.path.chmod(0o600)
+        self._db = db.connect(self.path)
+        try:
+            db.migrate(self._db, MIGRATIONS, label=f"the conversations {self.path}")
+        except BaseException:
+            self._db.close()
+            raise
+        db.private(self.path)
 
     def close(self) -> None:
         with self._lock:
@@ -201,8 +214,12 @@ class ConversationStore:
         return conv
 
     def delete(self, conv_id: str) -> bool:
+        """Delete a conversation and its messages, from the WAL too (``secure_delete``)."""
         with self._lock:
             cursor = self._db.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+            if cursor.rowcount > 0:
+                with contextlib.suppress(sqlite3.Error):  # truncated at the next delete
+                    db.forget_deleted(self._db)
         return cursor.rowcount > 0
 
     def append(
@@ -211,7 +228,7 @@ class ConversationStore:
         if role not in ROLES:
             raise InvalidParameterError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         now = time.time()
-        with self._lock:
+        with self._lock, db.transaction(self._db):
             cursor = self._db.execute(
                 "INSERT INTO messages (conversation_id, role, content, veil, created) "
                 "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM conversations WHERE id = ?)",
@@ -224,6 +241,41 @@ class ConversationStore:
             id=int(cursor.lastrowid or 0), role=role, content=content, created=now, veil=veil
         )
 
+    def forget_document(self, document_id: int) -> int:
+        """Mark the deleted document's passages in every stored answer; how many changed."""
+        return self.forget_documents([document_id])
+
+    def forget_documents(self, document_ids: Iterable[int]) -> int:
+        """Mark the deleted documents' passages in every stored answer; how many changed.
+
+        Each citation of it keeps its number and ids but loses its passage (``text``
+        null, as a guest's citations have none), heading, page and the document's name,
+        and says ``deleted``; its entries in the answer's budget lose the name too.  The
+        answers' own words are kept.  Document ids are never reused, so the id is enough.
+        """
+        ids = {str(int(i)) for i in document_ids}
+        changed = 0
+        if not ids:
+            return 0
+        with self._lock:
+            with db.transaction(self._db):
+                rows = self._db.execute(
+                    "SELECT id, veil FROM messages WHERE veil IS NOT NULL AND veil LIKE ?",
+                    ("%document_id%",),
+                ).fetchall()
+                for row in rows:
+                    veil = json.loads(row["veil"])
+                    if _forget(veil, ids):
+                        self._db.execute(
+                            "UPDATE messages SET veil = ? WHERE id = ?",
+                            (json.dumps(veil), row["id"]),
+                        )
+                        changed += 1
+            if changed:
+                with contextlib.suppress(sqlite3.Error):  # truncated at the next delete
+                    db.forget_deleted(self._db)
+        return changed
+
     @staticmethod
     def _conversation(row: sqlite3.Row, count: int) -> Conversation:
         return Conversation(
@@ -234,6 +286,28 @@ class ConversationStore:
             updated=row["updated"],
             message_count=count,
         )
+
+
+def _forget(value: Any, ids: set[str]) -> bool:
+    """Scrub, in place, every dict under ``value`` that names a document of ``ids``."""
+    changed = False
+    if isinstance(value, dict):
+        ref = value.get("document_id")
+        if ref is not None and str(ref) in ids and not value.get("deleted"):
+            for name, blank in (("text", None), ("heading", None), ("page", None)):
+                if name in value:
+                    value[name] = blank
+            for name in ("document", "name"):
+                if name in value:
+                    value[name] = DELETED_DOCUMENT
+            value["deleted"] = True
+            changed = True
+        for item in value.values():
+            changed = _forget(item, ids) or changed
+    elif isinstance(value, list):
+        for item in value:
+            changed = _forget(item, ids) or changed
+    return changed
 
 
 def to_markdown(conv: Conversation) -> str:
@@ -258,7 +332,7 @@ def to_markdown(conv: Conversation) -> str:
                 where += f", p. {c['page']}"
             if c.get("heading"):
                 where += f" ({c['heading']})"
-            excerpt = " ".join(str(c.get("text", "")).split())
+            excerpt = " ".join(str(c.get("text") or "").split())
             excerpt = excerpt[:200] + ("…" if len(excerpt) > 200 else "")
             lines.append(f"{c.get('n', '')}. {where}" + (f": “{excerpt}”" if excerpt else ""))
         if veil.get("citations"):
