@@ -31,8 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -136,45 +135,29 @@ def answer(
     top_k: int = 3,
     relative: bool = True,
 ) -> str:
-    from companion.decoding.config import DefenseConfig
-    from companion.decoding.generate import GenerationResult, generate_tokens
-    from companion.decoding.noise import secure_generator
-    from companion.rag.prompt import build_prompt, fit_context, near_best
-    from companion.rag.retrieval import request_options
+    """One answer through the companion's answer service (retrieval, budget, context fit,
+    prompt, generation), with the chat's defaults but this layout and context floor."""
+    from companion.answer import AnswerPlan, admit, answer_now, fit
+    from companion.rag.retrieval import RetrievalOptions
     from companion.settings import Settings
 
-    settings = Settings()  # the chat's defaults: retrieval options, context budget and floor
-    hits = rag.search(question, "bench", top_k, request_options(settings, None))
-    keep = near_best([h.score for h in hits], settings.context_relative_score if relative else 0)
-    fitted = fit_context(lm.tokenizer, [h.text for h in hits], settings.context_token_budget, keep)
-    messages = [{"role": "user", "content": question}]
-    pieces = build_prompt(lm.tokenizer, messages, fitted.texts, layout=layout)
-    config = DefenseConfig.from_options(defense, {})
-    own: dict[str, Any] = {}
-    if not config.defense.private_pass:  # dp_vote: its own passes, one per document group
-        from companion.api.chat import _group_inputs
-
-        used = [h for h, k in zip(hits, keep, strict=True) if k]
-        own = _group_inputs(
-            lm.tokenizer, cast(Any, SimpleNamespace(messages=messages, layout=layout, hits=used))
-        )
-    result = GenerationResult()
-    for _ in generate_tokens(
-        lm.model,
-        lm.tokenizer,
-        own.get("public_prompt_ids", pieces.prompt_ids),
-        defense=config,
-        generator=secure_generator(lm.device, None),
-        context_text=pieces.context_text,
-        public_prompt_ids=own.get("public_prompt_ids", pieces.public_prompt_ids),
-        documents=own.get("documents", ()),
-        prompt_for=own.get("prompt_for"),
-        max_new_tokens=MAX_TOKENS,
-        stop=lm.stops,
-        result=result,
-    ):
-        pass
-    return result.text
+    # One answer's quality, not a lifetime (that is `veil eval dprag`): budgets that last.
+    settings = Settings(prompt_layout=layout, document_budget_epsilon=1e9)  # type: ignore[arg-type]
+    if not relative:
+        settings = settings.model_copy(update={"context_relative_score": 0.0})
+    plan = AnswerPlan.for_question(
+        question,
+        defense,
+        MAX_TOKENS,
+        collection="bench",
+        top_k=top_k,
+        layout=layout,
+        retrieval=RetrievalOptions.from_settings(settings),
+        repetition_penalty=settings.repetition_penalty,
+    )
+    context = admit(plan, settings, rag)
+    fit(context, lm.tokenizer, settings)
+    return answer_now(plan, context, lm).text
 
 
 def run(

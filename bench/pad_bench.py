@@ -46,12 +46,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from companion.decoding.config import DefenseConfig
-    from companion.decoding.generate import build_mechanism, generate_tokens
-    from companion.decoding.noise import secure_generator
+    from companion.answer import AnswerPlan, chunks_context, generation_config, start
+    from companion.decoding.generate import build_mechanism
     from companion.decoding.registry import DEFENSES
     from companion.models import load_causal_lm, load_embedder
-    from companion.rag.prompt import build_prompt
     from companion.rag.service import RagService
     from companion.rag.store import DocumentStore
     from evals.pad.corpus import build_prompts, generate_records
@@ -86,33 +84,21 @@ def main(argv: list[str] | None = None) -> int:
             rag.ingest(f"d{r.id}.txt", r.text.encode(), "bench")
         rag.search("warm up", "bench", 2)
 
-        def prompt_for(q: str) -> Any:
-            chunks = [h.text for h in rag.search(q, "bench", 2)]
-            return build_prompt(lm.tokenizer, [{"role": "user", "content": q}], chunks)
-
-        pieces = prompt_for(question)
+        context = chunks_context([h.text for h in rag.search(question, "bench", 2)])
 
         def run(defense: str, n: int, first_only: bool = False) -> float:
-            stream = generate_tokens(
-                lm.model,
-                lm.tokenizer,
-                pieces.prompt_ids,
-                defense=DefenseConfig(defense),
-                generator=secure_generator("cpu"),
-                context_text=pieces.context_text,
-                public_prompt_ids=pieces.public_prompt_ids,
-                max_new_tokens=n,
-                ignore_eos=True,
-                build=build_timed,
-            )
+            plan = AnswerPlan.for_question(question, defense, n)
+            stream = start(plan, context, lm, ignore_eos=True, build=build_timed, stop=())
             t0 = time.perf_counter()
             for _ in stream:
                 if first_only:
                     break
             return time.perf_counter() - t0
 
+        plan_none = AnswerPlan.for_question(question, "none", 1)
+
         def hf_generate(n: int) -> float:
-            ids = torch.tensor([pieces.prompt_ids])
+            ids = torch.tensor([generation_config(plan_none, context, lm).prompt_ids])
             t0 = time.perf_counter()
             with torch.inference_mode():
                 lm.model.generate(
@@ -136,18 +122,19 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.repeats):
             for d in DEFENSES:
                 t0 = time.perf_counter()
-                fresh = prompt_for(question)
-                assert fresh.prompt_ids == pieces.prompt_ids
+                fresh = chunks_context([h.text for h in rag.search(question, "bench", 2)])
+                assert fresh.texts == context.texts
                 run(d, args.tokens, first_only=True)
                 ttft[d].append(time.perf_counter() - t0)
         rag.store.close()
 
     best = min
+    prompt_tokens = len(generation_config(plan_none, context, lm).prompt_ids)
     base = best(times["none"])
     base_step = (base - best(prefill["none"])) / (args.tokens - 1)
     print(
         f"# PAD benchmark: {args.tokens} tokens x {args.repeats} repeats, "
-        f"{torch.get_num_threads()} thread(s), {lm.dtype}, prompt {len(pieces.prompt_ids)} "
+        f"{torch.get_num_threads()} thread(s), {lm.dtype}, prompt {prompt_tokens} "
         "tokens\n"
     )
     print(

@@ -22,7 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from companion.errors import APIError, ErrorCode
 
@@ -312,3 +312,29 @@ class _Holder:
                 self.released = True
         if release:
             self.semaphore.release()
+
+
+class Engine(Protocol):
+    """What the answer service and the routes need of an engine (:class:`ModelEngine`)."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    def load(self, model: Any = None) -> Any: ...
+
+    def is_loaded(self, model_id: str) -> bool: ...
+
+    def load_state(self, model_id: str) -> dict[str, Any]: ...
+
+    def start_load(self, model: Any) -> dict[str, Any]: ...
+
+    def check_queue(self) -> None: ...
+
+    def slot(self) -> contextlib.AbstractAsyncContextManager[None]: ...
+
+    def run_stream(self, work: Callable[[threading.Event], Any]) -> AsyncIterator[str]: ...
+
+    @property
+    def busy(self) -> bool: ...
+
+    def close(self) -> None: ...

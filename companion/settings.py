@@ -118,6 +118,18 @@ class Settings(BaseSettings):
         "(last), joined after the two previous user messages (user_turns), or also the last "
         "answer (turns); chosen by bench/followup_bench.py",
     )
+    owner_defense: str = Field(
+        default="none",
+        description="the decoding defense of the owner's answers when a request names none: "
+        "the owner reads their own documents plainly (guests get their key's defense)",
+    )
+    repetition_penalty: float = Field(
+        default=1.1,
+        ge=1.0,
+        le=2.0,
+        description="CTRL's repetition penalty over the last 64 generated tokens (Ollama's "
+        "default 1.1; 1: none), applied before every defense's noise",
+    )
     queue_size: int = Field(default=8, ge=0)
     queue_timeout_s: float = Field(default=60.0, gt=0)
     generation_timeout_s: float = Field(default=300.0, gt=0)

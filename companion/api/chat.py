@@ -1,12 +1,14 @@
-"""``POST /v1/chat/completions``: OpenAI-compatible chat with retrieval and a defense."""
+"""``POST /v1/chat/completions``: OpenAI-compatible chat with retrieval and a defense.
+
+HTTP only: the guest key's terms, the stored conversation, the model slot, the
+plain and the streamed (SSE) response.  What the answer is -- its plan, context,
+generation, receipt and what a guest may see -- is :mod:`companion.answer`'s.
+"""
 
 from __future__ import annotations
 
 import json
-import secrets
-import threading
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,215 +16,52 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from companion.api.deps import EngineDep, KeysDep, PrincipalDep, RagDep, SettingsDep
-from companion.api.keys import charge_guest, guest_key, guest_request, guest_veil
-from companion.errors import APIError, ErrorCode, envelope, internal_error_message
-from companion.protocol import (
-    AssistantMessage,
-    ChatCompletionRequest,
-    ChatCompletionResponse,
-    Choice,
-    Citation,
-    Usage,
-    VeilInfo,
+from companion.answer import AnswerContext, AnswerPlan, admit, fit, plan_answer, start
+from companion.answer import result as answer_result
+from companion.answer.guest import charge_guest, guest_request
+from companion.api.deps import (
+    ConversationsDep,
+    EngineDep,
+    KeysDep,
+    PrincipalDep,
+    RagDep,
+    SettingsDep,
 )
+from companion.errors import APIError, ErrorCode, envelope, internal_error_message
+from companion.protocol import ChatCompletionRequest, ChatCompletionResponse
 from companion.settings import Settings
 from py_core.errors import VeilError
 
 if TYPE_CHECKING:
+    from companion.engine import Engine
     from companion.rag.service import RagService
 
 router = APIRouter(tags=["chat"])
 
 
-def _where(hit: Any) -> dict[str, Any]:
-    """The page and heading of a chunk, where the store and the citation model know them."""
-    return {
-        name: getattr(hit, name)
-        for name in ("page", "heading")
-        if name in Citation.model_fields and getattr(hit, name, None) is not None
-    }
-
-
-def citations_for(hits: list[Any]) -> list[Citation]:
-    return [
-        Citation(
-            **_where(h),
-            n=i + 1,
-            chunk_id=h.chunk_id,
-            document_id=h.document_id,
-            document=h.document,
-            collection=h.collection,
-            chunk_index=h.index,
-            start=h.start,
-            end=h.end,
-            score=round(h.score, 6),
-            text=h.text,
-        )
-        for i, h in enumerate(hits)
-    ]
-
-
-class _Prepared:
-    """Everything a generation needs, computed before the model is held."""
-
-    guest: Any = None  # the guest key (companion.keys.GuestKey) when a guest asks
-
-    def __init__(
-        self,
-        settings: Settings,
-        rag: RagService,
-        body: ChatCompletionRequest,
-        history: list[dict[str, str]] | None = None,
-        model: Any = None,
-        is_guest: bool = False,
-    ) -> None:
-        from companion.decoding.config import DefenseConfig
-
-        self.body = body
-        self.model = model  # companion.models.ModelEntry; None: the engine's default
-        history = history or []
-        count = len(history) + len(body.messages)
-        if count > settings.max_messages:
-            raise APIError(
-                400,
-                ErrorCode.PROMPT_TOO_LONG,
-                f"the request has {count} messages (the conversation's included); this "
-                f"companion's limit is {settings.max_messages} (max_messages)",
-                "messages",
-            )
-        self.max_tokens = (
-            body.max_completion_tokens or body.max_tokens or settings.default_max_tokens
-        )
-        if self.max_tokens > settings.max_tokens_limit:
-            raise APIError(
-                400,
-                ErrorCode.INVALID_REQUEST,
-                f"max_tokens {self.max_tokens} is over this companion's limit of "
-                f"{settings.max_tokens_limit}",
-                "max_tokens",
-            )
-        if body.seed is not None and not settings.allow_seed:
-            raise APIError(
-                400,
-                ErrorCode.INSECURE_RANDOMNESS,
-                "seed is refused: the defenses' noise comes from a cryptographic random source "
-                "(a fixed seed is for tests and experiments only)",
-                "seed",
-            )
-        try:
-            self.defense = DefenseConfig.from_options(body.defense, body.defense_params)
-        except VeilError as exc:
-            raise APIError(400, ErrorCode.INVALID_REQUEST, str(exc), "defense_params") from exc
-        self.temperature = body.temperature or 0.0
-        self.hits: list[Any] = []  # the context, set by admit()
-        self.budget: dict[str, Any] | None = None  # veil.budget, set by admit()
-        self.citations = citations_for(self.hits)
-        self.new_messages = [{"role": _role(m.role), "content": m.text()} for m in body.messages]
-        self.messages = [*history, *self.new_messages]
-        self.collection = _collection(settings, rag, body, is_guest)
-        self.query_mode = body.retrieval_query or settings.followup_query
-        self.layout = settings.prompt_layout
-        self.id = "chatcmpl-" + secrets.token_hex(12)
-        self.created = int(time.time())
-        self.prefill_chunk = settings.prefill_chunk_tokens
-        self.context_texts: list[str] = []  # the retrieved context after the token budget
-        self.context: dict[str, Any] | None = None  # what the budget kept and cut
-
-    def check_length(self, settings: Settings, engine: Any) -> None:
-        """400 when the conversation alone (no context) is over ``max_prompt_tokens``."""
-        from companion.rag.prompt import build_messages, encode_chat
-
-        tokenizer = _lm(engine, self.model).tokenizer
-        count = len(encode_chat(tokenizer, build_messages(self.messages, "")))
-        if count > settings.max_prompt_tokens:
-            raise APIError(
-                400,
-                ErrorCode.PROMPT_TOO_LONG,
-                f"the conversation has {count:,} tokens; this companion's limit is "
-                f"{settings.max_prompt_tokens:,} (max_prompt_tokens): send fewer or shorter "
-                "messages",
-                "messages",
-            )
-
-    def fit_context(self, settings: Settings, engine: Any) -> None:
-        """Keep the retrieved chunks, best first, within ``context_token_budget`` tokens."""
-        from companion.rag.prompt import fit_context, near_best
-
-        if not self.hits:
-            return
-        fitted = fit_context(
-            _lm(engine, self.model).tokenizer,
-            [h.text for h in self.hits],
-            settings.context_token_budget,
-            keep=near_best([h.score for h in self.hits], settings.context_relative_score),
-        )
-        self.context_texts = fitted.texts
-        self.context = fitted.report()
-        for citation, kept in zip(self.citations, fitted.kept, strict=False):
-            citation.included = kept.included
-            citation.included_chars = kept.chars
-
-    def admit(self, settings: Settings, rag: RagService, is_guest: bool) -> None:
-        """Retrieve the context and charge its documents' lifetime budgets, before generation."""
-        from companion.conversations.query import retrieval_query
-        from companion.rag.budget import DocumentBudget
-        from companion.rag.retrieval import request_options
-
-        if not self.collection:
-            return
-        admission = DocumentBudget.for_settings(rag.store, settings).retrieve(
-            rag,
-            retrieval_query(self.messages, self.query_mode),
-            self.collection,
-            self.body.retrieval_top_k or settings.retrieval_top_k,
-            defense=self.defense,
-            max_tokens=self.max_tokens,
-            is_guest=is_guest,
-            answer_id=self.id,
-            options=request_options(settings, self.body),
-        )
-        self.hits = admission.hits
-        self.context_texts = [h.text for h in self.hits]
-        self.budget = admission.to_dict(is_guest=is_guest)
-        if not is_guest:  # a guest's answer never carries chunk text
-            self.citations = citations_for(self.hits)
-
-
-def _role(role: str) -> str:
-    return "system" if role == "developer" else role
-
-
-def _lm(engine: Any, model: Any) -> Any:
+def _lm(engine: Engine, model: Any) -> Any:
     """The loaded model: the engine's default, or ``model`` (loaded now if it is not yet)."""
     return engine.load() if model is None else engine.load(model)
 
 
-def _collection(
-    settings: Settings, rag: RagService, body: ChatCompletionRequest, is_guest: bool = False
-) -> str | None:
-    """The collection to retrieve from: the one asked for (404 if it does not exist), the
-    default one when none was named (if it has documents), or none (``collection: null``).
-    A guest's 404 does not list the other collections."""
-    names = {c["name"] for c in rag.store.collections()}
-    if "collection" in body.model_fields_set or body.collection is not None:
-        if body.collection is None:
-            return None
-        if body.collection not in names:
-            known = "" if is_guest else f" (there are: {', '.join(sorted(names)) or 'none yet'})"
-            raise APIError(
-                404,
-                ErrorCode.NOT_FOUND,
-                f"no collection named {body.collection!r}{known}; upload documents to it "
-                "first, or leave 'collection' out to use the default one",
-                "collection",
-            )
-        return body.collection
-    default = settings.default_collection
-    return default if default and default in names else None
+def _check_length(settings: Settings, engine: Engine, plan: AnswerPlan) -> None:
+    """400 when the conversation alone (no context) is over ``max_prompt_tokens``."""
+    from companion.rag.prompt import build_messages, encode_chat
+
+    tokenizer = _lm(engine, plan.model).tokenizer
+    count = len(encode_chat(tokenizer, build_messages(plan.messages, "")))
+    if count > settings.max_prompt_tokens:
+        raise APIError(
+            400,
+            ErrorCode.PROMPT_TOO_LONG,
+            f"the conversation has {count:,} tokens; this companion's limit is "
+            f"{settings.max_prompt_tokens:,} (max_prompt_tokens): send fewer or shorter "
+            "messages",
+            "messages",
+        )
 
 
-def _resolve_model(settings: Settings, body: ChatCompletionRequest, engine: Any) -> Any:
+def _resolve_model(settings: Settings, body: ChatCompletionRequest, engine: Engine) -> Any:
     """The catalog entry a request names; None for the default model (or no ``model``)."""
     from companion.api.models import find_model
 
@@ -231,7 +70,7 @@ def _resolve_model(settings: Settings, body: ChatCompletionRequest, engine: Any)
     return find_model(settings, body.model)
 
 
-def _history(request: Request, body: ChatCompletionRequest, is_guest: bool) -> list[Any]:
+def _history(conversations: Any, body: ChatCompletionRequest, is_guest: bool) -> list[Any]:
     """The stored conversation's messages before this request's (404 if it is not there)."""
     if body.conversation_id is None:
         return []
@@ -243,9 +82,7 @@ def _history(request: Request, body: ChatCompletionRequest, is_guest: bool) -> l
             "'messages' and leave conversation_id out",
             "conversation_id",
         )
-    from companion.api.conversations import get_conversations
-
-    conv = get_conversations(request).get(body.conversation_id)
+    conv = conversations.get(body.conversation_id)
     if conv is None:
         raise APIError(
             404,
@@ -256,76 +93,49 @@ def _history(request: Request, body: ChatCompletionRequest, is_guest: bool) -> l
     return [{"role": m.role, "content": m.content} for m in conv.messages]
 
 
-def _save(request: Request, prep: _Prepared, answer: str, veil: dict[str, Any]) -> None:
+def _save(conversations: Any, plan: AnswerPlan, answer: str, veil: dict[str, Any]) -> None:
     """Append this request's messages and the answer to its conversation, if it has one."""
-    conv_id = prep.body.conversation_id
-    if conv_id is None:
+    if plan.conversation_id is None:
         return
-    from companion.api.conversations import get_conversations
-
-    store = get_conversations(request)
     try:
-        for m in prep.new_messages:
-            store.append(conv_id, m["role"], m["content"])
-        store.append(conv_id, "assistant", answer, veil)
+        for m in plan.new_messages:
+            conversations.append(plan.conversation_id, m["role"], m["content"])
+        conversations.append(plan.conversation_id, "assistant", answer, veil)
     except KeyError:  # deleted while the answer was generated: nothing to keep it in
         return
 
 
-def _make_work(engine: Any, prep: _Prepared, result: Any) -> Any:
-    def work(cancel: threading.Event) -> Iterator[str]:
-        from companion.decoding.generate import generate_tokens
-        from companion.decoding.noise import secure_generator
-        from companion.rag.prompt import build_prompt
+class _Answer:
+    """One request's answer as the engine's worker thread makes it."""
 
-        lm = _lm(engine, prep.model)
-        pieces = build_prompt(lm.tokenizer, prep.messages, prep.context_texts, prep.layout)
-        generator = secure_generator(lm.device, prep.body.seed)
-        own: dict[str, Any] = {}
-        if not prep.defense.defense.private_pass:  # dp_vote: one prompt per document group
-            own = _group_inputs(lm.tokenizer, prep)
-        yield from generate_tokens(
-            lm.model,
-            lm.tokenizer,
-            own.get("public_prompt_ids", pieces.prompt_ids),
-            defense=prep.defense,
-            generator=generator,
-            context_text=pieces.context_text,
-            public_prompt_ids=own.get("public_prompt_ids", pieces.public_prompt_ids),
-            max_new_tokens=prep.max_tokens,
-            temperature=prep.temperature,
-            stop=[*prep.body.stop_list(), *getattr(lm, "stops", ())],
-            cancel=cancel,
-            result=result,
-            prefill_chunk=prep.prefill_chunk,
-            documents=own.get("documents", ()),
-            prompt_for=own.get("prompt_for"),
-        )
+    def __init__(self, engine: Engine, plan: AnswerPlan, context: AnswerContext) -> None:
+        self.engine = engine
+        self.plan = plan
+        self.context = context
+        self.run: Any = None
 
-    return work
+    def work(self, cancel: Any) -> Any:
+        self.run = start(self.plan, self.context, _lm(self.engine, self.plan.model), cancel)
+        return iter(self.run)
+
+    def parts(self) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        """(result, veil, usage) once the generation has ended (an empty result if the
+        engine never started it)."""
+        from companion.decoding.generate import GenerationResult
+
+        result = self.run.result if self.run is not None else GenerationResult()
+        the_receipt = answer_result.receipt(self.plan, self.context, result)
+        veil = answer_result.veil(self.plan, self.context, the_receipt)
+        return result, veil, answer_result.usage(self.plan, result)
 
 
-def _group_inputs(tokenizer: Any, prep: _Prepared) -> dict[str, Any]:
-    """For a defense that runs its own passes (dp_vote): documents, group prompts, public prompt.
-
-    The documents are the retrieved chunks with their document's id (every chunk of a
-    document lands in the same group); the public prompt is the grounded one whether or
-    not anything was retrieved, so it never depends on the documents.
-    """
-    from companion.rag.prompt import build_messages, build_prompt, encode_chat
-
-    def prompt_for(context: str) -> list[int]:
-        chunks = [context] if context else []
-        return build_prompt(tokenizer, prep.messages, chunks, prep.layout).prompt_ids
-
-    public = encode_chat(
-        tokenizer, build_messages(prep.messages, "", layout=prep.layout, grounded=True)
-    )
-    return {
-        "documents": [(str(h.document_id), h.text) for h in prep.hits],
-        "prompt_for": prompt_for,
-        "public_prompt_ids": public,
-    }
+def _prepare(
+    settings: Settings, rag: RagService, engine: Engine, plan: AnswerPlan
+) -> AnswerContext:
+    """Retrieve and charge, then fit the context (in a worker thread)."""
+    context = admit(plan, settings, rag)
+    fit(context, _lm(engine, plan.model).tokenizer, settings)
+    return context
 
 
 @router.post(
@@ -341,15 +151,15 @@ async def chat_completions(
     engine: EngineDep,
     principal: PrincipalDep,
     keys: KeysDep,
+    conversations: ConversationsDep,
 ) -> Any:
     """Without ``collection`` the answer retrieves from the default collection
     (``Settings.default_collection``, ``default``) when it has documents -- the chat
-    page's default too; ``collection: null`` answers from no documents. The defense
-    defaults to ``copy_aware`` with the registry's parameters (``GET /v1/defenses``),
-    the same as the page. An unknown collection, model or conversation is a 404."""
-    from companion.decoding.generate import GenerationResult
-
-    key = guest_key(principal)
+    page's default too; ``collection: null`` answers from no documents. The owner's
+    answers default to ``Settings.owner_defense`` (``none``: the owner reads their own
+    documents plainly); a guest's defense is the key's. An unknown collection, model or
+    conversation is a 404."""
+    key = principal.key if principal.kind == "guest" else None
     if key is not None:  # the key's collection, defense and parameters, or 403
         body = guest_request(body, key, settings)
     model = _resolve_model(settings, body, engine)
@@ -360,154 +170,106 @@ async def chat_completions(
             f"a guest key chats with the companion's default model {engine.model_id!r} only",
             "model",
         )
-    history = await run_in_threadpool(_history, request, body, key is not None)
-    prep = await run_in_threadpool(_Prepared, settings, rag, body, history, model, key is not None)
-    _as_guest(prep, key)
+    history = await run_in_threadpool(_history, conversations, body, key is not None)
+    plan = await run_in_threadpool(
+        plan_answer, settings, rag, body, history, model=model, guest=key
+    )
     # 400 before any charge; loads a model that is not loaded yet, in a worker thread
-    await run_in_threadpool(prep.check_length, settings, engine)
-    result = GenerationResult()
-    work = _make_work(engine, prep, result)
+    await run_in_threadpool(_check_length, settings, engine, plan)
     model_id = model.id if model is not None else engine.model_id
     if not body.stream:
         async with engine.slot():
-            _charge_guest(prep, keys)
-            await run_in_threadpool(prep.admit, settings, rag, key is not None)
-            await run_in_threadpool(prep.fit_context, settings, engine)
-            async for _ in engine.run_stream(work):
+            _charge(plan, keys)
+            context = await run_in_threadpool(_prepare, settings, rag, engine, plan)
+            answer = _Answer(engine, plan, context)
+            async for _ in engine.run_stream(answer.work):
                 pass
-        response = _completion(prep, model_id, result)
-        await run_in_threadpool(
-            _save, request, prep, result.text, _veil(prep, _receipt(prep, result))
-        )
-        return response
+        result, veil, usage = answer.parts()
+        await run_in_threadpool(_save, conversations, plan, result.text, veil)
+        return JSONResponse(_completion(plan, model_id, result, veil, usage))
     # A full queue is a proper 503 before the stream starts; the model itself is taken
     # inside the stream, so a client that never reads the stream cannot hold it.
     engine.check_queue()
-    _charge_guest(prep, keys)
-    await run_in_threadpool(prep.admit, settings, rag, key is not None)
-    await run_in_threadpool(prep.fit_context, settings, engine)
+    _charge(plan, keys)
+    context = await run_in_threadpool(_prepare, settings, rag, engine, plan)
     return StreamingResponse(
-        _sse(prep, engine, work, result, model_id, request),
+        _sse(plan, engine, _Answer(engine, plan, context), model_id, conversations),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
-def _receipt(prep: _Prepared, result: Any) -> dict[str, Any]:
-    """The answer's receipt, with what the context budget cut (``context``) when it retrieved."""
-    receipt: dict[str, Any] = result.receipt.to_dict() if result.receipt else {}
-    if prep.context is not None:
-        receipt["context"] = prep.context
-    details = getattr(result, "details", None) or {}
-    if details:  # dp_vote: counts of what its vote did (functions of its noisy releases only)
-        receipt["votes"] = {k: details[k] for k in _VOTE_FIELDS if k in details}
-    return receipt
-
-
-_VOTE_FIELDS = (
-    "released_tokens",
-    "released_tokens_allowed",
-    "agreed_tokens",
-    "weak_vote_tokens",
-    "public_fallback_tokens",
-    "budget_spent",
-    "epsilon_store_level",
-    "note",
-)
-
-
-def _completion(prep: _Prepared, model_id: str, result: Any) -> JSONResponse:
-    receipt = _receipt(prep, result)
-    response = ChatCompletionResponse(
-        id=prep.id,
-        created=prep.created,
-        model=model_id,
-        choices=[
-            Choice(
-                message=AssistantMessage(content=result.text),
-                finish_reason=_finish(result.finish_reason),
-            )
-        ],
-        usage=Usage(
-            prompt_tokens=result.prompt_tokens,
-            completion_tokens=len(result.token_ids),
-            total_tokens=result.prompt_tokens + len(result.token_ids),
-        ),
-        veil=VeilInfo(receipt=receipt, citations=prep.citations, budget=prep.budget),
-    )
-    payload = response.model_dump()
-    if prep.guest is not None:
-        payload["veil"] = _veil(prep, receipt)
-    return JSONResponse(payload)
-
-
-def _as_guest(prep: _Prepared, key: Any) -> None:
-    """A guest's answer never carries the chunks' text (see companion.api.keys)."""
-    if key is not None:
-        prep.guest = key
-        prep.citations = []
-
-
-def _charge_guest(prep: _Prepared, keys: Any) -> None:
+def _charge(plan: AnswerPlan, keys: Any) -> None:
     """A guest key pays the answer's calibrated epsilon before it is generated (403 if spent)."""
-    if prep.guest is not None:
-        prep.guest = charge_guest(keys, prep.guest, prep.defense, prep.max_tokens)
+    if plan.guest is not None:
+        plan.guest = charge_guest(keys, plan.guest, plan.defense, plan.max_tokens)
 
 
-def _veil(prep: _Prepared, receipt: dict[str, Any]) -> dict[str, Any]:
-    """The ``veil`` object: receipt and citations (a guest's: no text, titles if allowed)."""
-    if prep.guest is not None:
-        return {**guest_veil(receipt, prep.hits, prep.guest), "budget": prep.budget}
-    return VeilInfo(receipt=receipt, citations=prep.citations, budget=prep.budget).model_dump()
+def _completion(
+    plan: AnswerPlan, model_id: str, result: Any, veil: dict[str, Any], usage: dict[str, int]
+) -> dict[str, Any]:
+    return {
+        "id": plan.id,
+        "object": "chat.completion",
+        "created": plan.created,
+        "model": model_id,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": result.text},
+                "finish_reason": answer_result.finish_reason(result),
+            }
+        ],
+        "usage": usage,
+        "veil": veil,
+    }
 
 
-def _finish(reason: str) -> str:
-    return reason if reason in ("stop", "length") else "stop"
+def _event(payload: dict[str, Any] | str) -> str:
+    """One server-sent event (``[DONE]`` as it is)."""
+    return "data: " + (payload if isinstance(payload, str) else json.dumps(payload)) + "\n\n"
 
 
-def _chunk(prep: _Prepared, model_id: str, delta: dict[str, Any], finish: str | None) -> str:
-    payload = {
-        "id": prep.id,
+def _chunk(
+    plan: AnswerPlan, model_id: str, delta: dict[str, Any], finish: str | None
+) -> dict[str, Any]:
+    return {
+        "id": plan.id,
         "object": "chat.completion.chunk",
-        "created": prep.created,
+        "created": plan.created,
         "model": model_id,
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
     }
-    return "data: " + json.dumps(payload) + "\n\n"
 
 
 async def _sse(
-    prep: _Prepared, engine: Any, work: Any, result: Any, model_id: str, request: Request
+    plan: AnswerPlan, engine: Engine, answer: _Answer, model_id: str, conversations: Any
 ) -> AsyncIterator[str]:
-    yield _chunk(prep, model_id, {"role": "assistant", "content": ""}, None)
+    yield _event(_chunk(plan, model_id, {"role": "assistant", "content": ""}, None))
     try:
         async with engine.slot():
-            async for delta in engine.run_stream(work):
-                yield _chunk(prep, model_id, {"content": delta}, None)
+            async for delta in engine.run_stream(answer.work):
+                yield _event(_chunk(plan, model_id, {"content": delta}, None))
     except APIError as exc:
-        yield "data: " + json.dumps(envelope(exc.status, exc.code, exc.message)) + "\n\n"
-        yield "data: [DONE]\n\n"
+        yield _event(envelope(exc.status, exc.code, exc.message))
+        yield _event("[DONE]")
         return
     except VeilError as exc:
-        yield "data: " + json.dumps(envelope(400, ErrorCode.INVALID_REQUEST, str(exc))) + "\n\n"
-        yield "data: [DONE]\n\n"
+        yield _event(envelope(400, ErrorCode.INVALID_REQUEST, str(exc)))
+        yield _event("[DONE]")
         return
     except Exception as exc:  # never a dropped connection: an error event, then [DONE]
         message = internal_error_message(exc, "POST /v1/chat/completions (stream)")
-        yield "data: " + json.dumps(envelope(500, ErrorCode.INTERNAL, message)) + "\n\n"
-        yield "data: [DONE]\n\n"
+        yield _event(envelope(500, ErrorCode.INTERNAL, message))
+        yield _event("[DONE]")
         return
-    final = json.loads(_chunk(prep, model_id, {}, _finish(result.finish_reason))[6:])
-    final["veil"] = _veil(prep, _receipt(prep, result))
-    await run_in_threadpool(_save, request, prep, result.text, final["veil"])
-    completion = len(result.token_ids)
-    final["usage"] = {
-        "prompt_tokens": result.prompt_tokens,
-        "completion_tokens": completion,
-        "total_tokens": result.prompt_tokens + completion,
-    }
-    yield "data: " + json.dumps(final) + "\n\n"
-    yield "data: [DONE]\n\n"
+    result, veil, usage = answer.parts()
+    final = _chunk(plan, model_id, {}, answer_result.finish_reason(result))
+    final["veil"] = veil
+    await run_in_threadpool(_save, conversations, plan, result.text, veil)
+    final["usage"] = usage
+    yield _event(final)
+    yield _event("[DONE]")
 
 
 @router.get(

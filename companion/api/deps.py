@@ -25,7 +25,7 @@ from companion.settings import Settings
 if TYPE_CHECKING:
     from companion.audit.jobs import JobManager
     from companion.conversations.store import ConversationStore
-    from companion.engine import ModelEngine
+    from companion.engine import Engine
     from companion.rag.service import RagService
 
 
@@ -40,8 +40,8 @@ def get_settings(request: Request) -> Settings:
     return cast(Settings, _state(request, "settings"))
 
 
-def get_engine(request: Request) -> ModelEngine:
-    return cast("ModelEngine", _state(request, "engine"))
+def get_engine(request: Request) -> Engine:
+    return cast("Engine", _state(request, "engine"))
 
 
 def get_rag(request: Request) -> RagService:
@@ -100,7 +100,7 @@ def require_owner(request: Request) -> Principal:
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-EngineDep = Annotated["ModelEngine", Depends(get_engine)]
+EngineDep = Annotated["Engine", Depends(get_engine)]
 RagDep = Annotated["RagService", Depends(get_rag)]
 AuditJobsDep = Annotated["JobManager", Depends(get_audit_jobs)]
 StartedDep = Annotated[int, Depends(get_started)]

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, File, Form, Path, Request, UploadFile
 from fastapi.concurrency import run_in_threadpool
 
-from companion.api.chat import citations_for
+from companion.answer.context import citations_for
 from companion.api.deps import RagDep, SettingsDep
 from companion.errors import APIError, ErrorCode
 from companion.protocol import (

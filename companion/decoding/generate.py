@@ -33,6 +33,7 @@ class GenerationResult:
     finish_reason: str = "length"
     receipt: Receipt | None = None
     prompt_tokens: int = 0
+    public_prompt_tokens: int = 0  # the prompt without the retrieved context
     details: dict[str, Any] = field(default_factory=dict)  # the mechanism's report(), if any
 
 
@@ -177,94 +178,167 @@ def _choose(scores: torch.Tensor, temperature: float, generator: NoiseSource) ->
     return min(index, probs.shape[0] - 1)
 
 
-def generate_tokens(
+@dataclass(frozen=True)
+class GenerationConfig:
+    """Everything one answer's generation needs besides the model: one value, validated.
+
+    ``prompt_ids`` is what the model reads (for a defense without a private pass,
+    dp_vote, the public prompt); ``public_prompt_ids`` the prompt without the retrieved
+    context (a two-pass defense's public pass).  ``documents`` and ``prompt_for`` are
+    dp_vote's inputs (the retrieved chunks with their document, and the prompt of one
+    group's context).  ``build`` replaces :func:`build_mechanism` (a benchmark wraps it
+    to time the defense's own step).  ``repetition_penalty`` divides (or multiplies, for
+    negative logits) the scores of tokens already generated, before the defense: a
+    function of the public output so far, it is post-processing of what the defense
+    released (docs/methods/decoding.md).
+    """
+
+    prompt_ids: Sequence[int]
+    defense: DefenseConfig
+    generator: NoiseSource
+    context_text: str = ""
+    public_prompt_ids: Sequence[int] | None = None
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    stop: Sequence[str] = ()
+    ignore_eos: bool = False
+    build: Callable[[DefenseConfig, BuildContext], Mechanism | None] | None = None
+    prefill_chunk: int = PREFILL_CHUNK
+    documents: Sequence[tuple[str, str]] = ()
+    prompt_for: Callable[[str], list[int]] | None = None
+    repetition_penalty: float = 1.0
+    repetition_window: int = 64  # the last tokens the penalty looks at (Ollama's repeat_last_n)
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise InvalidParameterError(f"max_tokens must be >= 1; got {self.max_new_tokens!r}")
+        if self.temperature < 0:
+            raise InvalidParameterError(f"temperature must be >= 0; got {self.temperature!r}")
+        if self.repetition_window < 1:
+            raise InvalidParameterError(
+                f"repetition_window must be >= 1 token; got {self.repetition_window!r}"
+            )
+        if not self.repetition_penalty >= 1.0:
+            raise InvalidParameterError(
+                f"repetition_penalty must be >= 1 (1 is none); got {self.repetition_penalty!r}"
+            )
+
+
+def penalise_repeats(scores: torch.Tensor, generated: Sequence[int], penalty: float) -> None:
+    """CTRL's repetition penalty (as in Ollama and transformers), in place, on ``scores``.
+
+    Each token already generated has its score divided by ``penalty`` when positive and
+    multiplied by it when negative.  It reads only the released tokens, so applied to
+    the logits before a defense it changes what the defense is given as a function of
+    public data only.
+    """
+    if penalty == 1.0 or not generated:
+        return
+    index = torch.tensor(sorted(set(generated)), dtype=torch.long, device=scores.device)
+    picked = scores[0, index]
+    scores[0, index] = torch.where(picked > 0, picked / penalty, picked * penalty)
+
+
+class Generation:
+    """One answer's generation: iterate it for printable text deltas, then read ``result``.
+
+    ``cancel`` is checked between prefill chunks of ``config.prefill_chunk`` tokens and
+    before every decoding step; a cancelled answer ends with ``finish_reason``
+    "cancelled".
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        config: GenerationConfig,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.config = config
+        self.cancel = cancel
+        self.result = GenerationResult()
+
+    def __iter__(self) -> Iterator[str]:
+        return _generate(self.model, self.tokenizer, self.config, self.cancel, self.result)
+
+
+def _generate(
     model: Any,
     tokenizer: Any,
-    prompt_ids: Sequence[int],
-    *,
-    defense: DefenseConfig,
-    generator: NoiseSource,
-    context_text: str = "",
-    public_prompt_ids: Sequence[int] | None = None,
-    max_new_tokens: int = 256,
-    temperature: float = 0.0,
-    stop: Sequence[str] = (),
-    cancel: threading.Event | None = None,
-    result: GenerationResult | None = None,
-    ignore_eos: bool = False,
-    build: Callable[[DefenseConfig, BuildContext], Mechanism | None] | None = None,
-    prefill_chunk: int = PREFILL_CHUNK,
-    documents: Sequence[tuple[str, str]] = (),
-    prompt_for: Callable[[str], list[int]] | None = None,
+    config: GenerationConfig,
+    cancel: threading.Event | None,
+    out: GenerationResult,
 ) -> Iterator[str]:
-    """Generate an answer, yielding printable text deltas; ``result`` gets the rest.
-
-    ``build`` replaces :func:`build_mechanism` (the benchmark wraps it to time the
-    defense's own step).  ``cancel`` is checked between prefill chunks of
-    ``prefill_chunk`` tokens and before every decoding step; a cancelled answer
-    ends with ``finish_reason`` "cancelled".
-    """
-    if max_new_tokens < 1:
-        raise InvalidParameterError(f"max_tokens must be >= 1; got {max_new_tokens!r}")
-    if temperature < 0:
-        raise InvalidParameterError(f"temperature must be >= 0; got {temperature!r}")
-    out = result if result is not None else GenerationResult()
+    defense = config.defense
+    stop = config.stop
     device = next(model.parameters()).device
-    ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
+    ids = torch.tensor([list(config.prompt_ids)], dtype=torch.long, device=device)
     out.prompt_tokens = ids.shape[1]
+    public_ids = config.public_prompt_ids
+    out.public_prompt_tokens = len(public_ids) if public_ids is not None else ids.shape[1]
     defense_entry = defense.defense
-    mechanism = (build or build_mechanism)(
+    mechanism = (config.build or build_mechanism)(
         defense,
         BuildContext(
             tokenizer=tokenizer,
-            context_text=context_text,
+            context_text=config.context_text,
             prompt_length=ids.shape[1],
-            generator=generator,
-            public_ids=public_prompt_ids or (),
-            max_tokens=max_new_tokens,
+            generator=config.generator,
+            public_ids=config.public_prompt_ids or (),
+            max_tokens=config.max_new_tokens,
             model=model,
-            documents=tuple(documents),
-            prompt_for=prompt_for,
+            documents=tuple(config.documents),
+            prompt_for=config.prompt_for,
         ),
     )
     pair: _TwoPasses | None = None
     with torch.inference_mode():
         try:
             if defense_entry.two_pass:
-                if public_prompt_ids is None:
+                if config.public_prompt_ids is None:
                     raise InvalidParameterError(
                         f"the {defense.name} defense needs the public prompt"
                     )
                 pair = _TwoPasses(
                     model,
-                    list(prompt_ids),
-                    list(public_prompt_ids),
+                    list(config.prompt_ids),
+                    list(config.public_prompt_ids),
                     device,
-                    chunk=prefill_chunk,
+                    chunk=config.prefill_chunk,
                     cancel=cancel,
                     private_pass=defense_entry.private_pass,
                 )
                 past, logits = None, pair.private_logits
             else:
                 past, logits = prefill(
-                    model, list(prompt_ids), device, chunk=prefill_chunk, cancel=cancel
+                    model,
+                    list(config.prompt_ids),
+                    device,
+                    chunk=config.prefill_chunk,
+                    cancel=cancel,
                 )
         except Cancelled:
             out.finish_reason = "cancelled"
             return
-        stops = set() if ignore_eos else eos_ids(model, tokenizer)
+        stops = set() if config.ignore_eos else eos_ids(model, tokenizer)
         emitted = 0
         generated: list[int] = []
-        for _ in range(max_new_tokens):
+        for _ in range(config.max_new_tokens):
             if cancel is not None and cancel.is_set():
                 out.finish_reason = "cancelled"
                 break
-            if mechanism is not None:
-                public = pair.public_logits if pair is not None else None
-                scores = mechanism.step(ids, logits, public)
-            else:
-                scores = logits
-            token = _choose(scores, temperature, generator)
+            public = pair.public_logits if pair is not None else None
+            if config.repetition_penalty != 1.0:
+                logits = logits.clone()
+                recent = generated[-config.repetition_window :]
+                penalise_repeats(logits, recent, config.repetition_penalty)
+                if public is not None:
+                    public = public.clone()
+                    penalise_repeats(public, recent, config.repetition_penalty)
+            scores = mechanism.step(ids, logits, public) if mechanism is not None else logits
+            token = _choose(scores, config.temperature, config.generator)
             if token in stops:
                 out.finish_reason = "stop"
                 break
@@ -300,17 +374,20 @@ def generate_tokens(
     out.token_ids = generated
     ledger = mechanism.ledger if mechanism is not None else None
     steps = len(ledger.records) if ledger is not None else len(generated)
-    out.receipt = build_receipt(defense, ledger, steps, max_new_tokens)
+    out.receipt = build_receipt(defense, ledger, steps, config.max_new_tokens)
     report = getattr(mechanism, "report", None)
     if callable(report):
         out.details = report()
 
 
 def generate_text(
-    model: Any, tokenizer: Any, prompt_ids: Sequence[int], **kwargs: Any
+    model: Any,
+    tokenizer: Any,
+    config: GenerationConfig,
+    cancel: threading.Event | None = None,
 ) -> GenerationResult:
-    """Run :func:`generate_tokens` to the end and return its result."""
-    result = GenerationResult()
-    for _ in generate_tokens(model, tokenizer, prompt_ids, result=result, **kwargs):
+    """Run a :class:`Generation` to the end and return its result."""
+    run = Generation(model, tokenizer, config, cancel)
+    for _ in run:
         pass
-    return result
+    return run.result

@@ -35,6 +35,12 @@ GROUNDED_PROMPT = (
     "few words, copying names, numbers and dates exactly as the documents write them. If "
     "the documents do not say, answer: The documents do not say."
 )
+# The private prompt of an answer whose retrieval ran and found nothing: the model is told,
+# so it says so instead of inventing a source (the public prompt never carries it).
+NOTHING_FOUND = (
+    "No passage of the person's documents matched this question. Say so first; then answer "
+    "only if you know the answer without the documents, and never cite a document."
+)
 PROMPT_LAYOUTS: tuple[str, ...] = ("system", "user", "nearest")
 DEFAULT_LAYOUT = "system"  # measured best (docs/rag/answers.md); Settings.prompt_layout
 
@@ -150,14 +156,18 @@ def build_messages(
     *,
     layout: str = "system",
     grounded: bool = False,
+    nothing_found: bool = False,
 ) -> list[dict[str, str]]:
     """The conversation with the context placed as ``layout`` says.
 
     ``grounded`` (layout ``user``): the answer is about documents, so the grounded
     instruction is used even when ``context_text`` is empty (the public prompt of
-    an answer that retrieved).
+    an answer that retrieved).  ``nothing_found``: retrieval ran and found nothing
+    (:data:`NOTHING_FOUND` is added; the private prompt only).
     """
     user_system = [m["content"] for m in messages if m["role"] == "system"]
+    if nothing_found and not context_text:
+        user_system = [NOTHING_FOUND, *user_system]
     rest = [dict(m) for m in messages if m["role"] != "system"]
     if _check_layout(layout) in ("user", "nearest") and (context_text or grounded):
         system = "\n\n".join([system_prompt or GROUNDED_PROMPT, *user_system])
@@ -185,18 +195,35 @@ def build_prompt(
     messages: Sequence[dict[str, str]],
     chunks: Sequence[str],
     layout: str = "system",
+    *,
+    grounded: bool | None = None,
+    nothing_found: bool | None = None,
 ) -> PromptPieces:
     """The prompt with the context, and the public one without it.
 
     ``layout`` defaults to ``system`` here so that the evaluations and benchmarks
     that call this keep their measured prompt; the chat passes the companion's
     layout (``Settings.prompt_layout``, default :data:`DEFAULT_LAYOUT`).
+
+    ``grounded`` says whether the answer is about documents at all: the chat passes
+    whether retrieval *ran* (a collection was asked), never whether it found
+    anything, so the public prompt is the same whatever retrieval returned (the
+    ``bounded`` defense's public pass must not depend on the documents).  Left out,
+    it is whether ``chunks`` holds any text (for callers with no retrieval).
+    ``nothing_found`` (default: ``grounded``) tells the model, in the private prompt
+    only, when retrieval ran and found nothing (:data:`NOTHING_FOUND`).
     """
     context = format_context(chunks, layout)
-    grounded = bool(context)
+    if grounded is None:
+        grounded = bool(context)
+    if nothing_found is None:
+        nothing_found = grounded
     return PromptPieces(
         prompt_ids=encode_chat(
-            tokenizer, build_messages(messages, context, layout=layout, grounded=grounded)
+            tokenizer,
+            build_messages(
+                messages, context, layout=layout, grounded=grounded, nothing_found=nothing_found
+            ),
         ),
         public_prompt_ids=encode_chat(
             tokenizer, build_messages(messages, "", layout=layout, grounded=grounded)

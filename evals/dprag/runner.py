@@ -48,19 +48,21 @@ BASELINES: tuple[tuple[str, str, dict[str, Any]], ...] = (
 
 def vote_answer(
     lm: Any,
-    tok: Any,
-    public: list[int],
+    messages: list[dict[str, str]],
     dp: DpVoteConfig,
     documents: Sequence[tuple[str, str]],
     passes: Any,
     seed: int,
     max_tokens: int,
 ) -> tuple[Any, DpVoteMechanism]:
-    """Answer with dp_vote from group passes already prefilled: the result and its mechanism."""
+    """Answer with dp_vote from group passes already prefilled: the result and its mechanism.
+
+    Through the answer service (its public prompt is the conversation without context, the
+    one ``passes`` were prefilled beside); ``build`` puts the prefilled passes in.
+    """
+    from companion.answer import AnswerPlan, answer_now, chunks_context
     from companion.decoding.config import DefenseConfig
     from companion.decoding.defenses.dp_vote import DpVoteMechanism
-    from companion.decoding.generate import generate_text
-    from companion.decoding.noise import secure_generator
 
     made: list[DpVoteMechanism] = []
 
@@ -77,17 +79,14 @@ def vote_answer(
         )
         return made[0]
 
-    res = generate_text(
-        lm.model,
-        tok,
-        public,
+    plan = AnswerPlan(
+        messages=messages,
         defense=DefenseConfig("dp_vote", dp),
-        generator=secure_generator("cpu", seed=seed),
-        public_prompt_ids=public,
-        max_new_tokens=max_tokens,
-        stop=getattr(lm, "stops", ()),
-        build=build,
+        max_tokens=max_tokens,
+        seed=seed,
     )
+    context = chunks_context([t for _, t in documents], [d for d, _ in documents])
+    res = answer_now(plan, context, lm, build=build)
     return res, made[0]
 
 
@@ -169,25 +168,12 @@ class Answerer:
         max_tokens: int,
         seed: int,
     ) -> dict[str, Any]:
-        from companion.decoding.config import DefenseConfig
-        from companion.decoding.generate import generate_text
-        from companion.decoding.noise import secure_generator
-        from companion.rag.prompt import build_prompt
+        from companion.answer import AnswerPlan, answer_now, chunks_context
 
-        tok = self.lm.tokenizer
-        pieces = build_prompt(tok, self.messages(question), chunks)
+        plan = AnswerPlan.for_question(question.text, defense, max_tokens, seed=seed)
+        context = chunks_context(chunks, retrieved=bool(chunks))  # no-RAG: no chunks
         t0 = time.perf_counter()
-        res = generate_text(
-            self.lm.model,
-            tok,
-            pieces.prompt_ids,
-            defense=DefenseConfig.from_options(defense),
-            generator=secure_generator("cpu", seed=seed),
-            context_text=pieces.context_text,
-            public_prompt_ids=pieces.public_prompt_ids,
-            max_new_tokens=max_tokens,
-            stop=getattr(self.lm, "stops", ()),
-        )
+        res = answer_now(plan, context, self.lm)
         seconds = time.perf_counter() - t0
         receipt = res.receipt.to_dict() if res.receipt else {}
         return {
@@ -219,7 +205,6 @@ class Answerer:
         def prompt_for(context: str) -> list[int]:
             return encode_chat(tok, build_messages(messages, context))
 
-        public = prompt_for("")
         base = DpVoteConfig(
             groups=cfg.groups,
             group_tokens=cfg.group_tokens,
@@ -245,7 +230,7 @@ class Answerer:
 
             t1 = time.perf_counter()
             res, _mechanism = vote_answer(
-                self.lm, tok, public, dp, documents, own, seed + 7919 * (i + 1), max_tokens
+                self.lm, messages, dp, documents, own, seed + 7919 * (i + 1), max_tokens
             )
             seconds = prefill + time.perf_counter() - t1
             receipt = res.receipt.to_dict() if res.receipt else {}
@@ -372,7 +357,6 @@ def filter_run(
         def prompt_for(context: str, messages: Any = messages) -> list[int]:
             return encode_chat(tok, build_messages(messages, context))
 
-        public = prompt_for("")
         t0 = time.perf_counter()
         key = (q.text, tuple(k for k, _t in admitted))
         with torch.inference_mode():
@@ -386,7 +370,7 @@ def filter_run(
             own = prefilled[key].clone()
 
             res, mechanism = vote_answer(
-                answerer.lm, tok, public, dp, admitted, own, seed + 104729 * (i + 1), max_tokens
+                answerer.lm, messages, dp, admitted, own, seed + 104729 * (i + 1), max_tokens
             )
         seconds = time.perf_counter() - t0
         # Admitted for the worst case, charged what the answer really ran (its gate queries

@@ -105,11 +105,9 @@ def run_evaluation(
     """
     import torch
 
+    from companion.answer import AnswerPlan, answer_now, chunks_context, generation_config
     from companion.decoding.config import DefenseConfig
-    from companion.decoding.generate import generate_text
-    from companion.decoding.noise import secure_generator
     from companion.models import embedder_path, load_causal_lm, load_embedder
-    from companion.rag.prompt import build_prompt
     from companion.rag.service import RagService
     from companion.rag.store import DocumentStore
 
@@ -130,10 +128,6 @@ def run_evaluation(
             rag.ingest(f"dialogue-{r.id:03d}.txt", r.text.encode(), "clinic")
         retrieved = [[h.text for h in rag.search(p.text, "clinic", sizes.top_k)] for p in prompts]
         rag.store.close()
-    pieces = [
-        build_prompt(lm.tokenizer, [{"role": "user", "content": p.text}], chunks)
-        for p, chunks in zip(prompts, retrieved, strict=True)
-    ]
     results: dict[str, Any] = {"configs": [], "prompts": []}
     for p, chunks in zip(prompts, retrieved, strict=True):
         results["prompts"].append(
@@ -153,19 +147,14 @@ def run_evaluation(
         defense = DefenseConfig.from_options(cfg.defense, cfg.params)
         t0 = time.time()
         rows = []
-        for pi, (p, piece, chunks) in enumerate(zip(prompts, pieces, retrieved, strict=True)):
+        for pi, (p, chunks) in enumerate(zip(prompts, retrieved, strict=True)):
             max_tokens = sizes.benign_tokens if p.kind == "benign" else sizes.attack_tokens
-            gen = secure_generator("cpu", seed=CORPUS_SEED + 1000 * ci + pi)
-            res = generate_text(
-                lm.model,
-                lm.tokenizer,
-                piece.prompt_ids,
-                defense=defense,
-                generator=gen,
-                context_text=piece.context_text,
-                public_prompt_ids=piece.public_prompt_ids,
-                max_new_tokens=max_tokens,
+            plan = AnswerPlan.for_question(
+                p.text, defense, max_tokens, seed=CORPUS_SEED + 1000 * ci + pi
             )
+            # the evaluation's measured prompt and decoding: no stop strings
+            context = chunks_context(chunks)
+            res = answer_now(plan, context, lm, stop=())
             row: dict[str, Any] = {
                 "kind": p.kind,
                 "answer": res.text,
@@ -182,7 +171,8 @@ def run_evaluation(
                 assert p.answer is not None
                 row["question"] = p.question
                 row["correct"] = answer_correct(res.text, p.answer)
-                nll, n = _answer_nll(lm.model, piece.prompt_ids, res.token_ids)
+                prompt_ids = generation_config(plan, context, lm).prompt_ids
+                nll, n = _answer_nll(lm.model, list(prompt_ids), res.token_ids)
                 row["nll"], row["nll_tokens"] = nll, n
             receipt = res.receipt.to_dict() if res.receipt else {}
             # epsilon: the guarantee (formal defenses only, calibrated for max tokens);

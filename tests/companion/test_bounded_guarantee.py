@@ -19,7 +19,7 @@ import torch
 from companion.decoding.base import BuildContext
 from companion.decoding.config import DefenseConfig
 from companion.decoding.defenses.bounded import BoundedConfig, BoundedFusion
-from companion.decoding.generate import build_mechanism, generate_tokens
+from companion.decoding.generate import Generation, GenerationConfig, build_mechanism
 from companion.decoding.noise import secure_generator
 
 CONTEXTS = [
@@ -71,17 +71,19 @@ def _public_logits_seen(model: Any, tokenizer: Any, context: str, steps: int) ->
 
     private, public = _prompts(tokenizer, context)
     device = str(next(model.parameters()).device)
-    stream = generate_tokens(
+    stream = Generation(
         model,
         tokenizer,
-        private,
-        defense=DefenseConfig("bounded", BoundedConfig(epsilon=8.0, top_k=5)),
-        generator=secure_generator(device, seed=3),
-        context_text=context,
-        public_prompt_ids=public,
-        max_new_tokens=steps,
-        ignore_eos=True,
-        build=build,
+        GenerationConfig(
+            prompt_ids=private,
+            defense=DefenseConfig("bounded", BoundedConfig(epsilon=8.0, top_k=5)),
+            generator=secure_generator(device, seed=3),
+            context_text=context,
+            public_prompt_ids=public,
+            max_new_tokens=steps,
+            ignore_eos=True,
+            build=build,
+        ),
     )
     for _ in stream:
         pass

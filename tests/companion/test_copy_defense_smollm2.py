@@ -14,7 +14,7 @@ def test_copy_aware_pad_stops_a_verbatim_copy():
     """Undefended greedy decoding copies >= 20 words and PII; copy-aware PAD does not."""
     import torch
 
-    from companion.decoding.generate import generate_text
+    from companion.decoding.generate import GenerationConfig, generate_text
     from companion.decoding.noise import secure_generator
     from companion.models import load_causal_lm
     from companion.rag.prompt import build_prompt
@@ -32,12 +32,14 @@ def test_copy_aware_pad_stops_a_verbatim_copy():
         result = generate_text(
             lm.model,
             lm.tokenizer,
-            pieces.prompt_ids,
-            defense=DefenseConfig(defense),
-            generator=secure_generator("cpu", seed=11),
-            context_text=pieces.context_text,
-            public_prompt_ids=pieces.public_prompt_ids,
-            max_new_tokens=64,
+            GenerationConfig(
+                prompt_ids=pieces.prompt_ids,
+                defense=DefenseConfig(defense),
+                generator=secure_generator("cpu", seed=11),
+                context_text=pieces.context_text,
+                public_prompt_ids=pieces.public_prompt_ids,
+                max_new_tokens=64,
+            ),
         )
         assert result.receipt is not None and result.receipt.mechanism == defense
         return result.text

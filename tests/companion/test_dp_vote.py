@@ -18,7 +18,7 @@ from dp_accounting import dp_event, rdp
 
 from companion.decoding.config import DefenseConfig
 from companion.decoding.defenses import dp_vote as dv
-from companion.decoding.generate import generate_text
+from companion.decoding.generate import GenerationConfig, generate_text
 from companion.decoding.noise import secure_generator
 from companion.decoding.registry import DEFENSES, get_defense
 from companion.rag.budget import planned_charge
@@ -216,14 +216,16 @@ def test_receipt_fields_and_document_charges_on_a_tiny_model():
     res = generate_text(
         model,
         tok,
-        public,
-        defense=cfg,
-        generator=secure_generator("cpu", seed=9),
-        public_prompt_ids=public,
-        max_new_tokens=6,
-        ignore_eos=True,
-        documents=docs,
-        prompt_for=prompt_for,
+        GenerationConfig(
+            prompt_ids=public,
+            defense=cfg,
+            generator=secure_generator("cpu", seed=9),
+            public_prompt_ids=public,
+            max_new_tokens=6,
+            ignore_eos=True,
+            documents=docs,
+            prompt_for=prompt_for,
+        ),
     )
     assert res.receipt is not None
     receipt = res.receipt.to_dict()
@@ -263,11 +265,13 @@ def test_dp_vote_without_its_inputs_says_what_is_missing():
         generate_text(
             model,
             _Tok(),
-            [5, 6],
-            defense=DefenseConfig.from_options("dp_vote"),
-            generator=secure_generator("cpu", seed=1),
-            public_prompt_ids=[5, 6],
-            max_new_tokens=2,
+            GenerationConfig(
+                prompt_ids=[5, 6],
+                defense=DefenseConfig.from_options("dp_vote"),
+                generator=secure_generator("cpu", seed=1),
+                public_prompt_ids=[5, 6],
+                max_new_tokens=2,
+            ),
         )
 
 

@@ -410,7 +410,7 @@ def test_the_access_dependency_refuses_guests_by_route_template():
 
 
 def test_guest_chat_uses_the_keys_terms_and_carries_no_chunk_text(client):
-    """A guest's answer: the key's collection and defense, a count of sources, no chunk text."""
+    """A guest's answer: the key's collection and defense, no chunk text, no source count."""
     owner = client.post("/v1/chat/completions", json=_ask(collection="clinic", max_tokens=4))
     assert owner.status_code == 200, owner.text
     assert _leaks(json.dumps(owner.json()["veil"]))  # the owner's citations carry the text
@@ -421,12 +421,18 @@ def test_guest_chat_uses_the_keys_terms_and_carries_no_chunk_text(client):
     veil_info = body["veil"]
     assert veil_info["receipt"]["mechanism"] == "bounded"
     assert veil_info["receipt"]["params"]["epsilon"] == 6.0
-    assert veil_info["citations"] == [] and veil_info["sources"] == 1
+    # how many sources were used changes with the store: outside the defense's guarantee
+    assert veil_info["citations"] == [] and "sources" not in veil_info
     assert veil_info["guest"]["collection"] == "clinic"
     assert not _leaks(response.text)
-    # The owner allowed titles: the document's name, nothing else.
+    # Titles the owner allowed are withheld under a formal defense (they would name what the
+    # (ε, δ) guarantee hides) ...
     titled = _new_key(client, allow_titles=True)
     response = client.post("/v1/chat/completions", json=_ask(max_tokens=4), headers=_as(titled))
+    assert response.json()["veil"]["citations"] == []
+    # ... and shown, the document's name and nothing else, under a defense that claims none.
+    plain = _new_key(client, allow_titles=True, defense="copy_aware")
+    response = client.post("/v1/chat/completions", json=_ask(max_tokens=4), headers=_as(plain))
     assert response.json()["veil"]["citations"] == [{"n": 1, "document": "visit.txt"}]
     assert not _leaks(response.text)
 
@@ -442,7 +448,7 @@ def test_guest_streaming_carries_no_chunk_text(client):
     lines = [line for line in text.splitlines() if line]
     assert lines[-1] == "data: [DONE]"
     final = json.loads(lines[-2][6:])
-    assert final["veil"]["citations"] == [] and final["veil"]["sources"] == 1
+    assert final["veil"]["citations"] == [] and "sources" not in final["veil"]
     assert final["veil"]["receipt"]["mechanism"] == "bounded"
     assert not _leaks(text)
 
@@ -621,7 +627,8 @@ def test_the_pad_attacks_sent_with_a_guest_key_leak_nothing_through_citations(
     assert result["prompts"] == 3
     assert result["owner"]["max_longest_run"] >= 20 and result["owner"]["pii_values_found"] > 0
     assert result["owner"]["citations_with_text"] == 3 * small.top_k
-    assert result["guest"]["sources"] == 3 * small.top_k  # the chunks were retrieved
+    # the owner's citations show the chunks were retrieved; a guest is not told how many
+    assert result["guest"]["sources"] == 0
     assert result["guest"]["max_longest_run"] == 0 and result["guest"]["pii_values_found"] == 0
     assert result["guest"]["citations_with_text"] == 0 and not result["guest_leaks"]
     assert result["guest"]["receipt_longest_run"] < 10

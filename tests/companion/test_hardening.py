@@ -225,29 +225,28 @@ def test_a_client_that_goes_away_does_not_free_the_model_early():
 
 
 def test_prefill_checks_the_cancel_flag_between_chunks(tiny_chat):
-    """generate_tokens stops within one prefill chunk once cancelled; no decoding step runs."""
+    """A Generation stops within one prefill chunk once cancelled; no decoding step runs."""
     from companion.decoding.config import DefenseConfig
-    from companion.decoding.generate import GenerationResult, generate_tokens
+    from companion.decoding.generate import Generation, GenerationConfig
     from companion.decoding.noise import secure_generator
 
     _, loaded = tiny_chat
     cancel = threading.Event()
     model = _Counting(loaded.model, cancel_at=3, cancel=cancel)
-    result = GenerationResult()
-    out = list(
-        generate_tokens(
-            model,
-            loaded.tokenizer,
-            list(range(5, 105)),
+    run = Generation(
+        model,
+        loaded.tokenizer,
+        GenerationConfig(
+            prompt_ids=list(range(5, 105)),
             defense=DefenseConfig.from_options("none", {}),
             generator=secure_generator("cpu", None),
             max_new_tokens=8,
-            cancel=cancel,
-            result=result,
             prefill_chunk=10,
-        )
+        ),
+        cancel,
     )
-    assert out == [] and result.finish_reason == "cancelled"
+    out = list(run)
+    assert out == [] and run.result.finish_reason == "cancelled"
     assert model.calls == 3  # chunks 1-3 of 10 ran; the cancel came during the 3rd
 
 
@@ -274,7 +273,7 @@ class _Counting:
 def test_chunked_prefill_gives_the_same_answer(tiny_chat):
     """Prefill in chunks of 7 and in one pass give the same greedy tokens."""
     from companion.decoding.config import DefenseConfig
-    from companion.decoding.generate import generate_text
+    from companion.decoding.generate import GenerationConfig, generate_text
     from companion.decoding.noise import secure_generator
 
     _, loaded = tiny_chat
@@ -283,12 +282,14 @@ def test_chunked_prefill_gives_the_same_answer(tiny_chat):
         generate_text(
             loaded.model,
             loaded.tokenizer,
-            prompt,
-            defense=DefenseConfig.from_options("none", {}),
-            generator=secure_generator("cpu", None),
-            max_new_tokens=6,
-            ignore_eos=True,
-            prefill_chunk=chunk,
+            GenerationConfig(
+                prompt_ids=prompt,
+                defense=DefenseConfig.from_options("none", {}),
+                generator=secure_generator("cpu", None),
+                max_new_tokens=6,
+                ignore_eos=True,
+                prefill_chunk=chunk,
+            ),
         ).token_ids
         for chunk in (7, 1000)
     ]
@@ -511,7 +512,7 @@ def test_a_failure_inside_a_stream_is_an_error_event_then_done(chat, monkeypatch
         raise ZeroDivisionError("secret")
         yield ""
 
-    monkeypatch.setattr("companion.decoding.generate.generate_tokens", boom)
+    monkeypatch.setattr("companion.decoding.generate._generate", boom)
     with client.stream("POST", "/v1/chat/completions", json=_ask("hi", stream=True)) as r:
         lines = [line for line in r.iter_lines() if line.startswith("data: ")]
     assert lines[-1] == "data: [DONE]"

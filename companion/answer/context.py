@@ -1,0 +1,155 @@
+"""An answer's context: what retrieval admitted, what fits the prompt, and how it is cited.
+
+:func:`admit` retrieves the plan's context and charges its documents' lifetime
+budgets (:class:`companion.rag.budget.DocumentBudget`) before anything is
+generated; :func:`fit` keeps the chunks, best first, within the context token
+budget; :func:`chunks_context` builds a context from given chunks for the
+evaluations and benchmarks that choose the chunks themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from companion.protocol import Citation
+
+if TYPE_CHECKING:
+    from companion.answer.plan import AnswerPlan
+    from companion.rag.service import RagService
+    from companion.settings import Settings
+
+
+def _where(hit: Any) -> dict[str, Any]:
+    """The page and heading of a chunk, where the store and the citation model know them."""
+    return {
+        name: getattr(hit, name)
+        for name in ("page", "heading")
+        if name in Citation.model_fields and getattr(hit, name, None) is not None
+    }
+
+
+def citations_for(hits: list[Any]) -> list[Citation]:
+    """One citation per retrieved chunk, numbered as the prompt numbers them."""
+    return [
+        Citation(
+            **_where(h),
+            n=i + 1,
+            chunk_id=h.chunk_id,
+            document_id=h.document_id,
+            document=h.document,
+            collection=h.collection,
+            chunk_index=h.index,
+            start=h.start,
+            end=h.end,
+            score=round(h.score, 6),
+            text=h.text,
+        )
+        for i, h in enumerate(hits)
+    ]
+
+
+@dataclass(slots=True)
+class AnswerContext:
+    """The retrieved chunks of one answer and what became of them."""
+
+    retrieved: bool = False  # retrieval ran (a collection was asked), whatever it found
+    hits: list[Any] = field(default_factory=list)  # companion.rag.store.Hit, best first
+    texts: list[str] = field(default_factory=list)  # the chunks' text as the prompt has it
+    budget: dict[str, Any] | None = None  # veil.budget
+    citations: list[Citation] = field(default_factory=list)  # the owner's; a guest gets none
+    report: dict[str, Any] | None = None  # what the context budget kept and cut
+
+
+def admit(plan: AnswerPlan, settings: Settings, rag: RagService) -> AnswerContext:
+    """Retrieve the context and charge its documents' lifetime budgets, before generation."""
+    from companion.conversations.query import retrieval_query
+    from companion.rag.budget import DocumentBudget
+    from companion.rag.retrieval import RetrievalOptions
+
+    if not plan.collection:
+        return AnswerContext()
+    admission = DocumentBudget.for_settings(rag.store, settings).retrieve(
+        rag,
+        retrieval_query(plan.messages, plan.query_mode),
+        plan.collection,
+        plan.top_k,
+        defense=plan.defense,
+        max_tokens=plan.max_tokens,
+        is_guest=plan.is_guest,
+        answer_id=plan.id,
+        options=plan.retrieval or RetrievalOptions(),
+    )
+    hits = list(admission.hits)
+    return AnswerContext(
+        retrieved=True,
+        hits=hits,
+        texts=[h.text for h in hits],
+        budget=admission.to_dict(is_guest=plan.is_guest),
+        citations=[] if plan.is_guest else citations_for(hits),
+    )
+
+
+def fit(context: AnswerContext, tokenizer: Any, settings: Settings) -> None:
+    """Keep the retrieved chunks, best first, within ``context_token_budget`` tokens."""
+    from companion.rag.prompt import fit_context, near_best
+
+    if not context.hits:
+        return
+    fitted = fit_context(
+        tokenizer,
+        [h.text for h in context.hits],
+        settings.context_token_budget,
+        keep=near_best([h.score for h in context.hits], settings.context_relative_score),
+    )
+    context.texts = fitted.texts
+    context.report = fitted.report()
+    for citation, kept in zip(context.citations, fitted.kept, strict=False):
+        citation.included = kept.included
+        citation.included_chars = kept.chars
+
+
+def chunks_context(
+    chunks: list[str], documents: list[str] | None = None, *, retrieved: bool = True
+) -> AnswerContext:
+    """A context of given chunks (an evaluation's choice, not retrieval's).
+
+    ``documents`` names each chunk's document (dp_vote groups chunks by it); by default
+    every chunk is its own document.  ``retrieved=False``: an answer with no retrieval
+    (a no-RAG baseline).
+    """
+    from types import SimpleNamespace
+
+    names = documents if documents is not None else [str(i) for i in range(len(chunks))]
+    hits = [
+        SimpleNamespace(document_id=name, text=text, score=1.0)
+        for name, text in zip(names, chunks, strict=True)
+    ]
+    return AnswerContext(retrieved=retrieved, hits=hits, texts=list(chunks))
+
+
+def group_inputs(tokenizer: Any, plan: AnswerPlan, context: AnswerContext) -> dict[str, Any]:
+    """For a defense that runs its own passes (dp_vote): documents, group prompts, public prompt.
+
+    The documents are the context's chunks with their document's id (every chunk of a
+    document lands in the same group); the public prompt is the grounded one whether or
+    not anything was retrieved, so it never depends on the documents.
+    """
+    from companion.rag.prompt import build_messages, build_prompt, encode_chat
+
+    def prompt_for(text: str) -> list[int]:
+        chunks = [text] if text else []
+        return build_prompt(
+            tokenizer, plan.messages, chunks, plan.layout, grounded=True, nothing_found=False
+        ).prompt_ids
+
+    public = encode_chat(
+        tokenizer, build_messages(plan.messages, "", layout=plan.layout, grounded=True)
+    )
+    return {
+        # every admitted chunk: a near-best floor would make one document's place in the
+        # groups depend on another document's score
+        "documents": [(str(h.document_id), h.text) for h in context.hits],
+        "prompt_for": prompt_for,
+        "public_prompt_ids": public,
+    }

@@ -1,0 +1,86 @@
+"""From a plan and its context to a generation: the one place an answer's prompt is built.
+
+:func:`generation_config` builds the prompt (private and public), dp_vote's group
+inputs and the generation settings; :func:`start` returns the
+:class:`~companion.decoding.generate.Generation` the engine's worker thread
+iterates; :func:`answer_now` runs it to the end (evaluations, benchmarks, MCP).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from companion.answer.context import AnswerContext
+    from companion.answer.plan import AnswerPlan
+    from companion.decoding.generate import Generation, GenerationConfig, GenerationResult
+
+
+def generation_config(
+    plan: AnswerPlan, context: AnswerContext, lm: Any, **overrides: Any
+) -> GenerationConfig:
+    """The generation of ``plan`` over ``context`` with the loaded model ``lm``.
+
+    ``overrides`` replace fields of the config (an evaluation's ``build`` or
+    ``ignore_eos``; a benchmark's generator).
+    """
+    from companion.decoding.generate import GenerationConfig
+    from companion.decoding.noise import secure_generator
+    from companion.rag.prompt import build_prompt
+
+    tokenizer = lm.tokenizer
+    pieces = build_prompt(
+        tokenizer, plan.messages, context.texts, plan.layout, grounded=context.retrieved
+    )
+    fields: dict[str, Any] = {
+        "prompt_ids": pieces.prompt_ids,
+        "public_prompt_ids": pieces.public_prompt_ids,
+        "context_text": pieces.context_text,
+    }
+    if not plan.defense.defense.private_pass:  # dp_vote: one prompt per document group
+        from companion.answer.context import group_inputs
+
+        own = group_inputs(tokenizer, plan, context)
+        fields = {
+            "prompt_ids": own["public_prompt_ids"],
+            "public_prompt_ids": own["public_prompt_ids"],
+            "context_text": pieces.context_text,
+            "documents": own["documents"],
+            "prompt_for": own["prompt_for"],
+        }
+    fields.update(
+        defense=plan.defense,
+        generator=secure_generator(lm.device, plan.seed),
+        max_new_tokens=plan.max_tokens,
+        temperature=plan.temperature,
+        stop=[*plan.stop, *getattr(lm, "stops", ())],
+        prefill_chunk=plan.prefill_chunk,
+        repetition_penalty=plan.repetition_penalty,
+    )
+    fields.update(overrides)
+    return GenerationConfig(**fields)
+
+
+def start(
+    plan: AnswerPlan,
+    context: AnswerContext,
+    lm: Any,
+    cancel: threading.Event | None = None,
+    **overrides: Any,
+) -> Generation:
+    """The answer's generation, ready to iterate (text deltas; then ``.result``)."""
+    from companion.decoding.generate import Generation
+
+    config = generation_config(plan, context, lm, **overrides)
+    return Generation(lm.model, lm.tokenizer, config, cancel)
+
+
+def answer_now(
+    plan: AnswerPlan, context: AnswerContext, lm: Any, **overrides: Any
+) -> GenerationResult:
+    """Generate the whole answer and return its result."""
+    run = start(plan, context, lm, **overrides)
+    for _ in run:
+        pass
+    return run.result
