@@ -146,21 +146,34 @@ class Implementation:
     @property
     def epsilon(self) -> float:
         """``ln(a/b)``, the epsilon actually implemented, rounded up."""
-        return _round_up(math.log(self.keep_weight / self.other_weight))
+        return _log_ratio_up(self.keep_weight, self.other_weight)
 
 
-def _round_up(x: float) -> float:
-    # log and the division are each within half an ulp; two ulps up is an upper bound.
-    return math.nextafter(math.nextafter(x, math.inf), math.inf) if x > 0 else 0.0
+def _log_ratio_up(a: int, b: int) -> float:
+    """``ln(a / b)`` for integers ``a >= b >= 1``, never below the exact value.
+
+    ``log1p((a - b) / b)``: ``a - b`` is exact, the division is within half an ulp
+    (relative), which moves ``log1p`` by at most that share of its value since
+    ``y / (1 + y) <= log1p(y)``, and ``log1p`` itself is within one ulp.  The
+    error is therefore relative, at most three ulps: four steps up cover it.
+    (``log(a / b)`` was not: the division's half ulp of ``a / b`` becomes an
+    *absolute* 1.1e-16 on the logarithm, several ulps of a small epsilon.)
+    """
+    if a <= b:
+        return 0.0
+    x = math.log1p((a - b) / b)
+    for _ in range(4):
+        x = math.nextafter(x, math.inf)
+    return x
 
 
-MAX_IMPLEMENTED_EPSILON = _round_up(math.log((_RESOLUTION - (K - 1)) / 1))
+MAX_IMPLEMENTED_EPSILON = _log_ratio_up(_RESOLUTION - (K - 1), 1)
 
 
 def max_implemented_epsilon(k: int = K) -> float:
     """The largest epsilon implementable for an alphabet of ``k``: ``ln(2^16 - (k-1))``."""
     k = _validate_k(k)
-    return _round_up(math.log(_RESOLUTION - (k - 1)))
+    return _log_ratio_up(_RESOLUTION - (k - 1), 1)
 
 
 @lru_cache(maxsize=256)

@@ -85,8 +85,10 @@ class Receipt:
     """What one sanitization spent and what it means."""
 
     epsilon_requested: float
-    epsilon_per_char: float  # per ASCII character (per slot), implemented, rounded up
-    keep_probability: float  # of an ASCII character
+    # Per ASCII character, implemented, rounded up: its slot, and with the Latin mark slot
+    # on (latin_marks) its mark slot too (scripts[...].epsilon_per_char of "ascii").
+    epsilon_per_char: float
+    keep_probability: float  # of an unaccented ASCII letter (both slots kept, marks on)
     chars_perturbed: int
     chars_protected: int
     epsilon_total_basic: float
@@ -421,10 +423,12 @@ def sanitize_prompt(
         for slot in slots:
             accountant.compose(KRREvent(slot.epsilon, slot.used, slot.k))
         composed = accountant.get_epsilon(delta)
+    # What one ASCII character costs: with the Latin mark slot on, its two slots.
+    ascii_cost = costs.table["ascii"]
     receipt = Receipt(
         epsilon_requested=impl.requested,
-        epsilon_per_char=impl.epsilon,
-        keep_probability=impl.keep_probability,
+        epsilon_per_char=ascii_cost.epsilon,
+        keep_probability=ascii_cost.keep_probability,
         chars_perturbed=chars,
         chars_protected=sum(end - start for start, end in spans),
         epsilon_total_basic=basic,

@@ -2,6 +2,7 @@
 
 import math
 import random
+from decimal import Decimal, localcontext
 
 import pytest
 from hypothesis import given, settings
@@ -153,3 +154,39 @@ def test_implemented_epsilon_never_exceeds_request(epsilon: float) -> None:
     assert math.log(impl.keep_weight / impl.other_weight) <= impl.epsilon
     assert impl.epsilon <= max(epsilon, 0.0) + 1e-12
     assert impl.total <= 65536 and impl.keep_weight >= impl.other_weight >= 1
+
+
+# Implemented weights where the former ``_round_up(log(a / b))`` (two ulps up) fell below
+# the exact ln(a/b) -- the division's rounding is an absolute error on the logarithm: by
+# 9.0e-17 at k = 94 (a request of 0.033), 1.07e-16 (hangul-initial, 0.003), 9.6e-17
+# (hangul-final, 0.019), 1.0e-16 (k = 2, 0.022); 311 of 44,800 (request, k) pairs.
+_ROUNDED_BELOW = [(719, 696, 94), (3458, 3448, 19), (2382, 2338, 28), (33127, 32407, 2)]
+
+
+def _exact_log_ratio(a: int, b: int) -> Decimal:
+    with localcontext() as ctx:
+        ctx.prec = 50
+        return (Decimal(a) / Decimal(b)).ln()
+
+
+@pytest.mark.parametrize("k", [2, 17, 19, 21, 28, 51, 69, 94, 98])
+def test_reported_epsilon_is_never_below_the_exact_log_ratio(k: int) -> None:
+    """Every implemented epsilon (a grid of requests) covers the exact ln(a/b), by <= 8 ulps."""
+    for i in range(0, 11_200, 7):
+        impl = krr.implementation(i / 1000, k)
+        exact = _exact_log_ratio(impl.keep_weight, impl.other_weight)
+        reported = Decimal(impl.epsilon)
+        assert reported >= exact, (i / 1000, k, impl)
+        assert reported - exact <= 8 * Decimal(math.ulp(impl.epsilon)), (i / 1000, k, impl)
+    ceiling = krr.max_implemented_epsilon(k)
+    assert Decimal(ceiling) >= _exact_log_ratio(65536 - (k - 1), 1)
+
+
+@pytest.mark.parametrize(("a", "b", "k"), _ROUNDED_BELOW)
+def test_former_rounding_fell_below_on_these_pairs(a: int, b: int, k: int) -> None:
+    """The regression pairs: two ulps above log(a / b) was below ln(a/b); the report is not."""
+    impl = krr.Implementation(requested=0.0, keep_weight=a, other_weight=b, k=k)
+    former = math.nextafter(math.nextafter(math.log(a / b), math.inf), math.inf)
+    exact = _exact_log_ratio(a, b)
+    assert Decimal(former) < exact
+    assert Decimal(impl.epsilon) >= exact

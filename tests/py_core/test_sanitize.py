@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from py_core import krr
+from py_core import alphabets, krr
 from py_core.accounting import krr_composed_epsilon
 from py_core.errors import InsecureRandomnessError, InvalidParameterError
 from py_core.sanitize import DEFAULT_HEADER, check_secure_rng, sanitize_prompt
@@ -114,6 +114,26 @@ def test_receipt_figures() -> None:
         assert w.survival_probability == pytest.approx(receipt.keep_probability**w.length)
         assert w.epsilon == pytest.approx(w.length * eps)
     json.dumps(receipt.to_dict())
+
+
+def test_marks_on_receipt_states_what_an_ascii_character_costs() -> None:
+    """With the Latin mark slot on, every ASCII character costs its two slots (~10 at 5)."""
+    receipt = sanitize_prompt("Le café est prêt, merci", 5.0, header=None).receipt
+    assert receipt.latin_marks
+    impls = alphabets.slot_implementations(5.0)
+    both = impls["ascii"].epsilon + impls["latin-mark"].epsilon
+    assert both > 9.99
+    assert receipt.epsilon_per_char == both
+    (ascii_row,) = [s for s in receipt.scripts if s.script == "ascii"]
+    assert ascii_row.epsilon_per_char == receipt.epsilon_per_char
+    assert (
+        receipt.keep_probability
+        == ascii_row.keep_probability
+        == pytest.approx(impls["ascii"].keep_probability * impls["latin-mark"].keep_probability)
+    )
+    # Without an accented letter the mark slot is off: one slot, as before.
+    plain = sanitize_prompt("Le cafe est pret, merci", 5.0, header=None).receipt
+    assert not plain.latin_marks and plain.epsilon_per_char == krr.implemented_epsilon(5.0)
 
 
 def test_compose_false_skips_the_tight_bound() -> None:
