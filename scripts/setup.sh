@@ -48,6 +48,15 @@ python -m pip install -q --no-deps --require-hashes -r requirements/presidio-mod
 echo "== installing npm packages"
 npm ci --no-audit --no-fund --loglevel=error
 
+if [ "$with_browser" = 1 ] && [ ! -x .veil-cache/mcp-sqlite/bin/mcp-server-sqlite ]; then
+  # A real MCP server for the proxy's storage test (tests/companion/test_mcp_proxy_real.py);
+  # it needs mcp<2, so it gets its own virtual environment.
+  echo "== installing mcp-server-sqlite into .veil-cache/mcp-sqlite"
+  python3 -m venv --clear .veil-cache/mcp-sqlite
+  .veil-cache/mcp-sqlite/bin/python -m pip install -q --disable-pip-version-check \
+    "mcp-server-sqlite==2025.4.25" "mcp<2"
+fi
+
 if [ -f extension/build.mjs ]; then
   echo "== building the extension"
   node extension/build.mjs

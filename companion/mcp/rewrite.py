@@ -63,7 +63,14 @@ from py_core.rootguard.text import (
     unit_after,
 )
 from py_core.rootguard.units import QUANTITIES
-from py_core.rootguard.written import Written, convert_any, factor, number_runs, parse_single
+from py_core.rootguard.written import (
+    Written,
+    convert_any,
+    factor,
+    number_runs,
+    parse_single,
+    unit_spans,
+)
 
 __all__ = ["ArgumentRefused", "Rewrite", "Rewriter"]
 
@@ -667,7 +674,7 @@ class Rewriter:
         runs = number_runs(text)
         if not runs:
             return text
-        skip = done + dates_and_times(text)
+        skip = done + dates_and_times(text) + unit_spans(text)
         hits = alias_hits(text, self.profile)
         edits: list[tuple[int, int, str]] = []
         units_at: list[tuple[int, int]] = []

@@ -38,6 +38,7 @@ __all__ = [
     "factor",
     "number_runs",
     "parse_single",
+    "unit_spans",
 ]
 
 #: More units of the quantities of units.py: unit -> units per canonical unit.
@@ -270,3 +271,19 @@ def _unitlike(text: str) -> bool:
             re.IGNORECASE,
         )
     )
+
+
+# Units that hold digits: their numbers are not values ("x10^9/L", "10³/µL", "mL/min/1.73m2").
+_UNIT_WITH_DIGITS = re.compile(
+    r"(?:[x\u00d7*]\s*)?10\s*(?:\^|\*\*)\s*[-+]?\d{1,2}(?:\s*/\s*[a-z\u00b5\u03bc]+)?"
+    r"|(?:[x\u00d7*]\s*)?10[\u00b2\u00b3\u2074-\u2079\u00b9\u2070]+"
+    r"|/\s*1\.73\s*m(?:2|\u00b2|\^2)?"
+    r"|\bmm\^?3\b|\bm\^?2\b",
+    re.IGNORECASE,
+)
+
+
+def unit_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of ``text`` that are units written with digits (``x10^9/L``, ``10^3/uL``,
+    ``/1.73m2``): a caller reading numbers skips them."""
+    return [m.span() for m in _UNIT_WITH_DIGITS.finditer(text)]
