@@ -1,7 +1,8 @@
 """Where the defenses' randomness comes from: the operating system's CSPRNG.
 
 :class:`SecureNoise` turns bytes from ``os.urandom`` into standard normal noise
-(Box-Muller in float64 on 53-bit uniforms) and into the uniform draws that
+(Box-Muller in float64 on 53-bit uniforms, with no cap on the radius) and into
+the uniform draws that
 sampling at a temperature needs.  A general-purpose generator, even one
 seeded from ``secrets``, is predictable from its outputs (Mersenne Twister, or
 Philox with a known state), so it never protects anyone here.
@@ -27,6 +28,8 @@ from py_core.errors import InvalidParameterError
 
 _TWO_PI = 2.0 * math.pi
 _SCALE_53 = 1.0 / float(1 << 53)
+_TOP_53 = np.uint64((1 << 53) - 1)
+_LN_2_53 = 53.0 * math.log(2.0)
 
 
 class NoiseSource:
@@ -49,6 +52,23 @@ def _uniforms(n: int) -> np.ndarray:
     return (raw >> np.uint64(11)).astype(np.float64) * _SCALE_53
 
 
+def _exponentials(n: int) -> np.ndarray:
+    """``n`` standard exponentials ``-ln(1 - U)``, ``U`` uniform on [0, 1), with no cap.
+
+    ``U``'s 53-bit cell ``[j, j + 1) 2^-53`` gives ``-ln(1 - j 2^-53)``, the cell's smallest
+    value.  The top cell alone would cap the draw at ``53 ln 2`` (a radius of 8.57 in
+    Box-Muller): there, given the cell, ``(1 - U) 2^53`` is again uniform on (0, 1], so the
+    draw is ``53 ln 2`` plus a fresh exponential drawn the same way (memorylessness).  The
+    tail is the exponential's at every depth, where it used to be cut off.
+    """
+    raw = np.frombuffer(os.urandom(8 * n), dtype=np.uint64) >> np.uint64(11)
+    out = -np.log1p(-(raw.astype(np.float64) * _SCALE_53))  # 1 - u in (0, 1]: finite
+    top = np.flatnonzero(raw == _TOP_53)
+    if top.size:  # probability 2^-53 each
+        out[top] = _LN_2_53 + _exponentials(top.size)
+    return out
+
+
 class SecureNoise(NoiseSource):
     """Noise from the OS CSPRNG (``os.urandom``), turned into Gaussians by Box-Muller."""
 
@@ -57,9 +77,8 @@ class SecureNoise(NoiseSource):
     def normal(self, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
         n = math.prod(shape)
         pairs = (n + 1) // 2
-        u = _uniforms(2 * pairs)
-        radius = np.sqrt(-2.0 * np.log1p(-u[:pairs]))  # 1 - u in (0, 1]: the log is finite
-        angle = _TWO_PI * u[pairs:]
+        radius = np.sqrt(2.0 * _exponentials(pairs))
+        angle = _TWO_PI * _uniforms(pairs)
         z = np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])[:n]
         noise = torch.from_numpy(z.reshape(tuple(shape)))
         return noise.to(device=like.device, dtype=like.dtype)
