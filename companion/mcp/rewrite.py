@@ -174,8 +174,8 @@ def _number_decimals(value: float) -> int:
 # A key written before a number: "weight_kg=93.7", "?weight=93.7&", "SET weight_kg = 93.7",
 # '"weight": 93.7', "weight_kg: 93.7" (a ":" only after a key that looks like code).
 _KEY_BEFORE = re.compile(
-    r"""(?:^|[^\w.\-])(?P<q>["']?)(?P<key>[A-Za-z_][\w.\-]{0,60})(?P=q)\s*"""
-    r"""(?P<sep>==?|:=|=>|->|:)\s*["']?$"""
+    r"""(?:^|[^\w.\-]|%[0-9A-Fa-f]{2})(?P<q>["']?)(?P<key>[A-Za-z_][\w.\-]{0,60})(?P=q)\s*"""
+    r"""(?P<sep>==?|:=|=>|->|:|%3[Dd])\s*["']?$"""
 )
 _INSERT = re.compile(
     r"\binsert\s+(?:or\s+\w+\s+)?into\s+[\w.\"`\[\]]+\s*\((?P<cols>[^()]*)\)\s*values\s*",
@@ -214,6 +214,20 @@ class Rewriter:
                     self._phrases[key] = name
         self._longest = max((len(k) for k in self._phrases), default=1)
         self._field_cache: dict[tuple[str, str], str | None] = {}
+        # A root's grid step in every unit of its quantity; the decimals a bare number needs.
+        self._steps: dict[str, list[tuple[str, float]]] = {
+            name: [
+                (u, abs(convert_any(spec.grid.step, spec.quantity, spec.unit, u) or 0.0))
+                for u in QUANTITIES[spec.quantity].factors
+            ]
+            for name, spec in profile.roots.items()
+        }
+        self._needed = {
+            name: decimals_of(precision_of(profile, name)) - 1
+            if name in profile.roots
+            else min(1, decimals_of(precision_of(profile, name)))
+            for name in profile.names
+        }
 
     # -- which value a field holds -------------------------------------------------------------
     def _phrase_in(self, words: list[str]) -> str | None:
@@ -811,12 +825,9 @@ class Rewriter:
                 units.append(spec.unit)
             if unit is not None and unit != spec.unit and factor(spec.quantity, unit):
                 units.append(unit)
-            if n in self.profile.roots:
-                step = spec.grid.step if not isinstance(spec, DerivedSpec) else 0.0
-                for u in QUANTITIES[spec.quantity].factors:
-                    step_u = convert_any(step, spec.quantity, spec.unit, u) or 0.0
-                    if u not in units and 0.5 * 10.0**-decimals <= abs(step_u) + 1e-12:
-                        units.append(u)
+            for u, step_u in self._steps.get(n, ()):
+                if u not in units and 0.5 * 10.0**-decimals <= step_u + 1e-12:
+                    units.append(u)
             for u in units:
                 if self._equals(n, written, decimals, u, source):
                     truth_u = convert_any(source.truth[n], spec.quantity, spec.unit, u)
@@ -838,8 +849,7 @@ class Rewriter:
         return kept[0][1], kept[0][2]
 
     def _min_decimals(self, name: str) -> int:
-        needed = decimals_of(precision_of(self.profile, name))
-        return needed - 1 if name in self.profile.roots else min(1, needed)
+        return self._needed[name]
 
     def _has_truth(self, name: str, source: NoiseSource) -> bool:
         return self.profile.root_dependencies(name) <= {

@@ -28,6 +28,7 @@ can leave them alone.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -189,10 +190,16 @@ def _unit_at(text: str, pos: int) -> tuple[str, int] | None:
 
 def _alias_table(profile: Profile) -> tuple[re.Pattern[str], dict[str, list[str]]]:
     """One pattern matching every alias (longest first), and alias -> the names it denotes."""
+    return _alias_table_of(tuple((name, profile.spec(name).aliases) for name in profile.names))
+
+
+@functools.lru_cache(maxsize=32)
+def _alias_table_of(
+    aliases: tuple[tuple[str, tuple[str, ...]], ...],
+) -> tuple[re.Pattern[str], dict[str, list[str]]]:
     names_of: dict[str, list[str]] = {}
-    for name in profile.names:
-        spec = profile.spec(name)
-        for alias in (*spec.aliases, name.replace("_", " ")):
+    for name, own in aliases:
+        for alias in (*own, name.replace("_", " ")):
             key = " ".join(alias.lower().split())
             if name not in names_of.setdefault(key, []):
                 names_of[key].append(name)

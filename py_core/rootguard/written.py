@@ -157,7 +157,9 @@ class Written:
 
 _SPACES = " \u00a0\u202f\u2009"
 _RUN = re.compile(
-    r"(?<![\w.])(?<!\d,)"
+    # Not inside a word or a number -- but right after a percent-encoded character
+    # ("weight%3D93.7"), and never the hex digits of one ("%20").
+    r"(?:(?<![\w.])|(?<=%[0-9A-Fa-f]{2}))(?<!\d,)(?<!%)(?<!%[0-9A-Fa-f])"
     r"\d+(?:(?:[.,'\u2019]|[ \u00a0\u202f\u2009](?=\d{3}(?![\d.,]\d)))\d+)*"
     r"(?:[eE][-+]?\d{1,3}(?![\w]))?"
 )
@@ -173,13 +175,21 @@ _STYLES: tuple[tuple[str, str], ...] = (
     (" ", ","),
 )
 _EXPONENT = re.compile(r"[eE][-+]?\d{1,3}$")
+_PLAIN = re.compile(r"(\d+)(?:\.(\d+))?")
+
+
+def _style_pattern(group: str, mark: str) -> re.Pattern[str]:
+    g = f"[{re.escape(_SPACES)}]" if group == " " else re.escape(group)
+    whole = rf"\d{{1,3}}(?:{g}\d{{3}})+" if group else r"\d+"
+    return re.compile(rf"({whole})(?:{re.escape(mark)}(\d+))?")
+
+
+_STYLE_PATTERNS = {(group, mark): _style_pattern(group, mark) for group, mark in _STYLES}
 
 
 def _single(body: str, start: int, group: str, mark: str, exponent: str) -> Written | None:
     """``body`` read as one number with thousands separator ``group`` and decimal ``mark``."""
-    g = f"[{re.escape(_SPACES)}]" if group == " " else re.escape(group)
-    pattern = rf"\d{{1,3}}(?:{g}\d{{3}})+" if group else r"\d+"
-    m = re.fullmatch(rf"({pattern})(?:{re.escape(mark)}(\d+))?", body)
+    m = _STYLE_PATTERNS[(group, mark)].fullmatch(body)
     if m is None:
         return None
     whole = re.sub(r"\D", "", m.group(1))
@@ -214,6 +224,9 @@ def _pieces(body: str, start: int) -> list[Written]:
 
 def readings(body: str, start: int = 0) -> list[list[Written]]:
     """Every reading of one run (see the module docstring), the single numbers first."""
+    plain = _PLAIN.fullmatch(body)
+    if plain is not None and len(plain.group(2) or "") != 3:  # "93.7", "47": one reading
+        return [[Written(start, start + len(body), float(body), len(plain.group(2) or ""))]]
     m = _EXPONENT.search(body)
     exponent = m.group(0) if m and re.search(r"\d[eE]", body) else ""
     digits = body[: len(body) - len(exponent)] if exponent else body
