@@ -627,11 +627,10 @@ def extract_text(
     except RecursionError:
         raise InvalidParameterError(f"{name}: the file is nested too deeply to read") from None
     except MemoryError:
-        raise DocumentLimitError(
-            f"{name}: reading the file needs more memory than a parser may use "
-            "(parse_memory_mb); split it into smaller files or save its text and upload that"
-        ) from None
+        raise _needs_memory(name) from None
     except Exception as exc:  # pypdf's limits and parse errors, e-mail parser errors, ...
+        if _out_of_memory(exc):
+            raise _needs_memory(name) from None
         kind = {".pdf": "PDF", ".eml": "e-mail", ".docx": "Word document"}.get(suffix, "file")
         raise InvalidParameterError(
             f"{name}: not a readable {kind} ({_reason(exc)}); check the file and upload it again"
@@ -641,6 +640,23 @@ def extract_text(
     if not result.text.strip():
         raise InvalidParameterError(f"{name}: no text could be extracted from the file")
     return result
+
+
+def _out_of_memory(exc: Exception) -> bool:
+    """Whether a parser failed for want of memory (libxml2 says so in its error log)."""
+    log = str(getattr(exc, "error_log", ""))
+    return "ERR_NO_MEMORY" in log or "memory allocation failed" in str(exc).lower()
+
+
+class ParserMemoryError(DocumentLimitError):
+    """Reading the file ran out of memory (the parsing process's limit, in the child)."""
+
+
+def _needs_memory(name: str) -> ParserMemoryError:
+    return ParserMemoryError(
+        f"{name}: reading the file needs more memory than a parser may use "
+        "(parse_memory_mb); split it into smaller files or save its text and upload that"
+    )
 
 
 def _extract(

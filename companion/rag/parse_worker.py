@@ -37,6 +37,7 @@ from companion.rag.ingest import (
     DocumentTooLargeError,
     ExtractedText,
     OcrUnavailableError,
+    ParserMemoryError,
     extract_text,
 )
 from py_core.errors import InvalidParameterError
@@ -290,7 +291,7 @@ def _peak_rss() -> int:
 def _child(name: str, limits: ParseLimits, data: bytes) -> dict[str, Any]:
     try:
         result = extract_text(name, data, max_chars=limits.max_chars, limits=limits.document)
-    except MemoryError:
+    except (MemoryError, ParserMemoryError):
         return {"error": "memory"}
     except DocumentLimitError as exc:
         return {"error": "limit", "message": str(exc)}
