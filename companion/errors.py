@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import sqlite3
 from enum import StrEnum
 from typing import Any
 
@@ -17,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from companion.db import storage_problem
 from py_core.errors import (
     InsecureRandomnessError,
     InsufficientBudgetError,
@@ -51,6 +53,8 @@ class ErrorCode(StrEnum):
     SETUP_REQUIRED = "setup_required"  # the auditor's fast path needs its per-model setup
     PROMPT_TOO_LONG = "prompt_too_long"  # over max_prompt_tokens or max_messages
     DOCUMENT_TOO_LARGE = "document_too_large"  # over max_document_chars / max_document_chunks
+    STORAGE_FULL = "storage_full"  # the disk under the companion's home is full (507)
+    STORAGE_UNAVAILABLE = "storage_unavailable"  # an I/O error, a locked database (503)
     INTERNAL = "internal_error"
 
 
@@ -66,6 +70,7 @@ _TYPES = {
     429: "rate_limit_error",
     503: "server_busy_error",
     504: "timeout_error",
+    507: "storage_error",
 }
 
 
@@ -168,9 +173,47 @@ def install_error_handlers(app: FastAPI) -> None:
             400, ErrorCode.INVALID_REQUEST, "a number in the request is out of range"
         )
 
+    @app.exception_handler(sqlite3.Error)
+    @app.exception_handler(OSError)
+    async def _storage(request: Request, exc: Exception) -> JSONResponse:
+        response = storage_error_response(exc)
+        if response is None:
+            raise exc  # not the storage: the internal error below
+        return response
+
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
         return internal_error_response(exc, f"{request.method} {request.url.path}")
+
+
+STORAGE_FULL_MESSAGE = (
+    "the disk where the companion keeps its data is full, so this request was not saved: "
+    "free some space on it and send the request again (what was stored before is kept)"
+)
+STORAGE_UNAVAILABLE_MESSAGE = (
+    "the companion could not read or write its data ({problem}), so this request was not "
+    "saved: check the disk under the companion's home and send the request again"
+)
+
+
+def storage_error_response(exc: BaseException) -> JSONResponse | None:
+    """507 for a full disk, 503 for another storage failure (None: not the storage).
+
+    The message says what happened and what to do; the error itself goes to the log.
+    """
+    problem = storage_problem(exc)
+    if problem is None:
+        return None
+    log.warning("storage error: %s: %s", type(exc).__name__, exc)
+    if problem == "full":
+        return error_response(507, ErrorCode.STORAGE_FULL, STORAGE_FULL_MESSAGE)
+    detail = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+    return error_response(
+        503,
+        ErrorCode.STORAGE_UNAVAILABLE,
+        STORAGE_UNAVAILABLE_MESSAGE.format(problem=detail),
+        headers={"Retry-After": "5"},
+    )
 
 
 def internal_error_message(exc: BaseException, where: str) -> str:

@@ -186,9 +186,15 @@ def get_document(rag: RagDep, doc_id: DocId) -> DocumentOut:
     return _doc(info)
 
 
-@router.delete("/v1/documents/{doc_id}", summary="Delete a document and its chunks")
-def delete_document(rag: RagDep, doc_id: DocId) -> dict[str, Any]:
-    if not rag.store.delete_document(doc_id):
+@router.delete("/v1/documents/{doc_id}", summary="Delete a document, from every file Veil keeps")
+def delete_document(rag: RagDep, request: Request, doc_id: DocId) -> dict[str, Any]:
+    """Its chunks, vectors and index entries, and its passages in stored conversations
+    (marked deleted there).  After a full disk (507), deleting again finishes the job."""
+    from companion.api.deps import get_conversations
+
+    deleted = rag.store.delete_document(doc_id)
+    get_conversations(request).forget_document(doc_id)  # also when a retry finds it gone
+    if not deleted:
         raise APIError(404, ErrorCode.NOT_FOUND, f"no document with id {doc_id}")
     return {"deleted": True, "id": doc_id}
 
@@ -199,9 +205,14 @@ def list_collections(rag: RagDep) -> list[CollectionOut]:
 
 
 @router.delete("/v1/collections/{name}", summary="Delete a collection and all its documents")
-def delete_collection(rag: RagDep, name: str) -> dict[str, Any]:
+def delete_collection(rag: RagDep, request: Request, name: str) -> dict[str, Any]:
+    """Its documents go as :func:`delete_document`'s do, passages in conversations too."""
+    from companion.api.deps import get_conversations
+
+    ids = [d.id for d in rag.store.documents(name)]
     if not rag.store.delete_collection(name):
         raise APIError(404, ErrorCode.NOT_FOUND, f"no collection named {name!r}")
+    get_conversations(request).forget_documents(ids)
     return {"deleted": True, "name": name}
 
 
