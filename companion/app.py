@@ -216,5 +216,6 @@ def create_app(
         max_body_bytes=settings.max_body_bytes,
         max_upload_bytes=settings.max_upload_bytes,
         keys=keys,
+        max_header_bytes=settings.max_header_bytes,
     )
     return app

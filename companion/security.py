@@ -11,7 +11,15 @@
   page and from Chrome extensions (configured ids, or any when none is set);
   any other site gets 403 -- before the token is even looked at.
 * Bodies over ``max_body_bytes`` (``max_upload_bytes`` for uploads) get 413,
-  whether they declare a Content-Length or stream chunks.
+  whether they declare a Content-Length or stream chunks; a request line and headers
+  over ``max_header_bytes`` get 431 (``veil serve`` also stops reading such headers,
+  and closes a connection that has not sent its headers in time:
+  :mod:`companion.http_limits`).
+* WebSocket handshakes get the same Host, Origin, header-size, token and guest checks
+  (a handshake is a GET: a guest key opens only what ``GUEST_ROUTES`` lets it GET,
+  which lists no WebSocket); a refused
+  handshake is answered with the HTTP status and error envelope where the server
+  supports it (uvicorn does), or closed with code 1008.
 * The bearer value is either the owner's token or a guest key
   (``veil_guest_...``, :mod:`companion.keys`).  The middleware puts who called
   into the ASGI scope as ``scope["veil.principal"]`` (a
@@ -51,6 +59,7 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 UPLOAD_PATHS = ("/v1/documents", "/v1/audit/inversion")  # file uploads: documents, hidden states
 TOKEN_PREFIXES = ("/v1/", "/mcp")  # /mcp: the MCP endpoint (companion.mcp.http)
 PRINCIPAL = "veil.principal"  # the ASGI scope key the middleware sets
+DEFAULT_MAX_HEADER_BYTES = 32_768  # the request line and headers (Settings.max_header_bytes)
 
 
 def ensure_token(path: Path) -> str:
@@ -135,6 +144,7 @@ class SecurityMiddleware:
         max_body_bytes: int,
         max_upload_bytes: int,
         keys: KeyStore | None = None,
+        max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
     ) -> None:
         self.app = app
         self.token = token
@@ -143,6 +153,7 @@ class SecurityMiddleware:
         self.extension_ids = tuple(extension_ids)
         self.max_body_bytes = max_body_bytes
         self.max_upload_bytes = max_upload_bytes
+        self.max_header_bytes = max_header_bytes
 
     def origin_allowed(self, origin: str, host_header: str) -> bool:
         origin = origin.strip().lower()
@@ -178,9 +189,69 @@ class SecurityMiddleware:
             "with the token 'veil serve' printed (or a guest key the owner gave you)",
         )
 
+    def header_size(self, scope: Scope) -> int:
+        """Bytes of the request line and headers, as sent (``name: value\\r\\n`` each)."""
+        line = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"") + 16
+        return line + sum(len(k) + len(v) + 4 for k, v in scope["headers"])
+
+    def headers_too_large(self, scope: Scope) -> str | None:
+        size = self.header_size(scope)
+        if size <= self.max_header_bytes:
+            return None
+        return (
+            f"the request's headers are {size:,} bytes, over the limit of "
+            f"{self.max_header_bytes:,} bytes (max_header_bytes); send fewer or shorter "
+            "headers (cookies of other local sites count too)"
+        )
+
+    async def websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A WebSocket handshake: the HTTP checks, then the app (or the refusal)."""
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        path: str = scope.get("path", "")
+        host = headers.get("host", "")
+        origin = headers.get("origin")
+        refusal: tuple[int, ErrorCode, str] | None = None
+        too_large = self.headers_too_large(scope)
+        if too_large is not None:
+            refusal = 431, ErrorCode.INVALID_REQUEST, too_large
+        elif not host_allowed(host, self.port):
+            refusal = 403, ErrorCode.FORBIDDEN_HOST, f"Host {host!r} is not allowed"
+        elif origin is not None and (origin == "null" or not self.origin_allowed(origin, host)):
+            refusal = (
+                403,
+                ErrorCode.FORBIDDEN_ORIGIN,
+                f"Origin {origin!r} is not allowed; only the companion's own page and the "
+                "Veil extension may open a WebSocket",
+            )
+        principal = PUBLIC
+        if refusal is None and path.startswith(TOKEN_PREFIXES):
+            denied = self.identify(headers.get("authorization", ""))
+            if not isinstance(denied, Principal):
+                refusal = denied
+            elif denied.kind == "guest" and ("GET", path) not in GUEST_ROUTES:
+                refusal = (
+                    403,
+                    ErrorCode.GUEST_FORBIDDEN,
+                    f"WebSocket {path} needs the owner's token",
+                )
+            else:
+                principal = denied
+        if refusal is not None:
+            await _reject_websocket(scope, receive, send, *refusal)
+            return
+        scope[PRINCIPAL] = principal
+        await self.app(scope, receive, send)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self.websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        too_large = self.headers_too_large(scope)
+        if too_large is not None:
+            await _reject(send, 431, ErrorCode.INVALID_REQUEST, too_large)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         path: str = scope.get("path", "")
@@ -315,6 +386,32 @@ def _cors_headers(origin: str | None) -> list[tuple[bytes, bytes]]:
     ]
 
 
+def _error_body(status: int, code: ErrorCode, message: str) -> bytes:
+    error = envelope(status, code, message)
+    if status == 431:  # a client error the envelope's table does not list
+        error["error"]["type"] = "invalid_request_error"
+    return json.dumps(error).encode()
+
+
+async def _reject_websocket(
+    scope: Scope, receive: Receive, send: Send, status: int, code: ErrorCode, message: str
+) -> None:
+    """Refuse a handshake: the HTTP answer where the server offers it, else close 1008."""
+    connect = await receive()
+    if connect.get("type") != "websocket.connect":
+        return  # the client went away
+    if "websocket.http.response" in (scope.get("extensions") or {}):
+        body = _error_body(status, code, message)
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": body})
+        return
+    await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
+
+
 async def _reject(
     send: Send,
     status: int,
@@ -322,7 +419,7 @@ async def _reject(
     message: str,
     extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    body = json.dumps(envelope(status, code, message)).encode()
+    body = _error_body(status, code, message)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))

@@ -104,7 +104,27 @@ def run_server(app: Any, host: str, port: int, log_level: str = "info") -> None:
                 ).start()
             super().handle_exit(sig, frame)
 
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5
+    Server(uvicorn_config(app, host, port, log_level)).run()
+
+
+def uvicorn_config(app: Any, host: str, port: int, log_level: str = "info") -> Any:
+    """uvicorn's settings for the companion: a request's head must arrive within
+    ``header_timeout_s`` and fit in ``max_header_bytes`` (431 past it; uvicorn has neither
+    limit of its own: :mod:`companion.http_limits`), idle keep-alive connections close
+    after 5 s, and the graceful shutdown lasts at most 5 s."""
+    import uvicorn
+
+    from companion.http_limits import limited_protocol
+    from companion.settings import Settings
+
+    settings = getattr(app.state, "settings", None) or Settings()
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=5,
+        timeout_keep_alive=5,
+        http=limited_protocol(settings.header_timeout_s, settings.max_header_bytes),
+        h11_max_incomplete_event_size=settings.max_header_bytes,  # if h11 is the parser
     )
-    Server(config).run()
