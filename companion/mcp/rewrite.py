@@ -812,9 +812,9 @@ class Rewriter:
         Without a field naming it, a number counts as a value only when written about as
         finely as the value is declared: a bare "2" is a count, not a creatinine of 1.8,
         and a "1" not a FIB-4 (a derived value needs decimals when it has any).  It is
-        compared in the value's unit, in the unit written after it (of the value's
-        quantity), and in the other units of the quantity when written at least as finely
-        as the value's step in them ("1.813" metres, "206.6" pounds)."""
+        compared in the value's unit and in the unit written after it (of the value's
+        quantity); a bare number also in the other units of the quantity, when written to
+        within 5% of the value there ("1.81" metres, "207" pounds; not "2" metres)."""
         matches: list[tuple[float, str, str]] = []
         for n in self.profile.names:
             if n not in source.truth or (among is not None and n not in among):
@@ -825,9 +825,11 @@ class Rewriter:
                 units.append(spec.unit)
             if unit is not None and unit != spec.unit and factor(spec.quantity, unit):
                 units.append(unit)
-            for u, step_u in self._steps.get(n, ()):
-                if u not in units and 0.5 * 10.0**-decimals <= step_u + 1e-12:
-                    units.append(u)
+            if unit is None:  # a bare number: also the value in another unit of its quantity
+                for u, step_u in self._steps.get(n, ()):
+                    in_u = abs(convert_any(source.truth[n], spec.quantity, spec.unit, u) or 0.0)
+                    if u not in units and 0.5 * 10.0**-decimals <= max(step_u, 0.05 * in_u):
+                        units.append(u)
             for u in units:
                 if self._equals(n, written, decimals, u, source):
                     truth_u = convert_any(source.truth[n], spec.quantity, spec.unit, u)

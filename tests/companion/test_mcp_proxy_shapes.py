@@ -76,6 +76,8 @@ SHAPES: list[tuple[str, dict[str, Any]]] = [
     ("unnamed string", {"x": "93.7"}),
     ("unnamed number", {"reading": 263}),
     ("height in metres", {"height_m": 1.813}),
+    ("bare number in another unit", {"h": 1.81, "note": "m: 1.813"}),
+    ("bare mmol/L in an array", {"series": [6.49, 5.2]}),
     ("glucose in mmol/L", {"glucose": "6.49 mmol/L"}),
     ("trailing zero", {"weight": "93.70 kg"}),
     ("derived value", {"bmi": 28.5}),
