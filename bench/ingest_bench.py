@@ -1,0 +1,273 @@
+"""Issue 24's hostile inputs against a real companion process, before and after.
+
+    python bench/ingest_bench.py                          # this tree only
+    python bench/ingest_bench.py --baseline-rev ef54117   # and the tree before, same run
+
+Each tree's companion runs as its own process the way ``veil serve`` runs it
+(``python -m tests.companion.hardening_server PORT HOME``: the real app, token, Host
+and Origin checks, a tiny model behind the audit routes, a fake embedder).  For each
+case the bench prints the time until the answer, its status, the server process's
+resident memory growth (peak during the case, sampled every 50 ms, over the value
+just before it) and the slowest ``/healthz`` answered meanwhile (one client asking
+every 50 ms).  Cases:
+
+* ``docx bomb``: a ~45 KB .docx of 3 M empty paragraphs (the probe's file);
+* ``pdf text bomb``: a ~24 KB PDF whose page draws 200,000 text runs;
+* ``scan 100 pages``: a PDF of 100 pages showing one picture (~290 bytes a page);
+* ``client gives up``: a 12-page scan of different pictures whose client leaves after
+  3 s; then whether it was stored anyway;
+* ``40 audit setups``: 40 concurrent ``POST /v1/audit/setup``;
+* ``half-open x200``: 200 connections that send half a request head; how many are
+  still open after 12 s;
+* ``100 KB header``: the status (or ``closed``).
+
+Every request has a 240 s client timeout (``>240 s`` in the table).  Figures vary
+with the machine's load; the ratios between the two trees in one run are what count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.companion.fakes import free_port  # noqa: E402
+from tests.companion.hostile import docx_bomb, scan_pdf, text_bomb_pdf  # noqa: E402
+
+CLIENT_TIMEOUT = 240.0
+
+
+class Server:
+    """One tree's companion in its own process, and a /healthz watcher."""
+
+    def __init__(self, tree: Path, home: Path) -> None:
+        self.port = free_port()
+        self.home = home
+        env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.companion.hardening_server", str(self.port), str(home)],
+            cwd=tree,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.time() + 300
+        while not (home / "ready").exists():
+            if time.time() > deadline or self.proc.poll() is not None:
+                raise RuntimeError(f"the companion in {tree} did not start")
+            time.sleep(0.2)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.token = (home / "token").read_text().strip()
+        self.headers = {"Authorization": f"Bearer {self.token}"}
+        self.process = psutil.Process(self.proc.pid)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+    def measure(self, work: Any) -> dict[str, Any]:
+        """Run ``work()`` while sampling memory and /healthz; its result and the figures."""
+        stop = threading.Event()
+        base = self.process.memory_info().rss
+        peak = [base]
+        worst = [0.0]
+
+        def watch() -> None:
+            with httpx.Client(timeout=60) as client:
+                while not stop.is_set():
+                    started = time.perf_counter()
+                    with contextlib.suppress(httpx.HTTPError):
+                        client.get(f"{self.url}/healthz")
+                    worst[0] = max(worst[0], time.perf_counter() - started)
+                    try:
+                        peak[0] = max(peak[0], self.process.memory_info().rss)
+                    except psutil.Error:
+                        return
+                    stop.wait(0.05)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        started = time.perf_counter()
+        try:
+            result = work()
+        finally:
+            seconds = time.perf_counter() - started
+            stop.set()
+            watcher.join(timeout=120)
+        return {
+            "result": result,
+            "seconds": seconds,
+            "growth_mb": (peak[0] - base) / 2**20,
+            "healthz_ms": worst[0] * 1000,
+        }
+
+    def upload(self, name: str, data: bytes) -> str:
+        try:
+            r = httpx.post(
+                f"{self.url}/v1/documents",
+                headers=self.headers,
+                files=[("files", (name, data, "application/octet-stream"))],
+                timeout=CLIENT_TIMEOUT,
+            )
+        except httpx.TimeoutException:
+            return f">{CLIENT_TIMEOUT:.0f} s"
+        return str(r.status_code)
+
+    def documents(self) -> list[Any]:
+        r = httpx.get(f"{self.url}/v1/documents", headers=self.headers, timeout=60)
+        return list(r.json())
+
+
+def _give_up(server: Server, name: str, data: bytes) -> str:
+    try:
+        httpx.post(
+            f"{server.url}/v1/documents",
+            headers=server.headers,
+            files=[("files", (name, data, "application/pdf"))],
+            timeout=3.0,
+        )
+        return "answered within 3 s"
+    except httpx.TimeoutException:
+        pass
+    time.sleep(20)  # long enough for the old ingest to finish
+    names = [d["name"] for d in server.documents()]
+    return "stored anyway" if name in names else "not stored"
+
+
+def _setups(server: Server) -> str:
+    def one(_i: int) -> int:
+        r = httpx.post(f"{server.url}/v1/audit/setup", headers=server.headers, json={}, timeout=120)
+        return r.status_code
+
+    with concurrent.futures.ThreadPoolExecutor(40) as pool:
+        codes = list(pool.map(one, range(40)))
+    counts = {c: codes.count(c) for c in sorted(set(codes))}
+    return " ".join(f"{n}x{c}" for c, n in counts.items())
+
+
+def _half_open(server: Server, count: int = 200, wait: float = 12.0) -> str:
+    socks = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        sock.sendall(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode())
+        socks.append(sock)
+    time.sleep(wait)
+    still_open = 0
+    for sock in socks:
+        sock.setblocking(False)
+        try:
+            data = sock.recv(65536)
+            while data:  # a 408 then the close
+                data = sock.recv(65536)
+        except BlockingIOError:
+            still_open += 1
+        except OSError:
+            pass
+        sock.close()
+    return f"{still_open}/{count} open after {wait:.0f} s"
+
+
+def _big_header(server: Server) -> str:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(
+            f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nX-Big: ".encode()
+            + b"a" * 100_000
+            + b"\r\nConnection: close\r\n\r\n"
+        )
+        try:
+            reply = sock.recv(64)
+        except OSError:
+            return "closed"
+    return reply.split(b"\r\n", 1)[0].decode("latin-1").replace("HTTP/1.1 ", "") or "closed"
+
+
+def run_cases(server: Server) -> dict[str, dict[str, Any]]:
+    bomb = docx_bomb(3_000_000)
+    text_bomb = text_bomb_pdf()
+    scan = scan_pdf(["Gout clinic letter"] * 100, copies=False)
+    slow = scan_pdf([f"Letter number {i} about gout" for i in range(12)])
+    cases = {
+        f"docx bomb ({len(bomb) // 1000} KB)": lambda: server.upload("bomb.docx", bomb),
+        f"pdf text bomb ({len(text_bomb) // 1000} KB)": lambda: server.upload(
+            "bomb.pdf", text_bomb
+        ),
+        f"scan 100 pages ({len(scan) // 1000} KB)": lambda: server.upload("scan.pdf", scan),
+        f"client gives up at 3 s ({len(slow) // 1000} KB)": lambda: _give_up(
+            server, "slow.pdf", slow
+        ),
+        "40 audit setups": lambda: _setups(server),
+        "half-open x200": lambda: _half_open(server),
+        "100 KB header": lambda: _big_header(server),
+    }
+    figures = {}
+    for name, work in cases.items():
+        figures[name] = server.measure(work)
+        print(f"  {name}: {_cell(figures[name])}", flush=True)
+        time.sleep(1.0)
+    return figures
+
+
+def _cell(f: dict[str, Any]) -> str:
+    return (
+        f"{f['result']}, {f['seconds']:.1f} s, +{f['growth_mb']:.0f} MB, "
+        f"healthz {f['healthz_ms']:.0f} ms"
+    )
+
+
+def _tree_at(rev: str, into: Path) -> Path:
+    tree = into / f"tree-{rev}"
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", rev], cwd=ROOT, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--baseline-rev", help="a git revision to measure first (before)")
+    args = parser.parse_args()
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory(prefix="veil-ingest-bench-") as tmp:
+        trees = {"after": ROOT}
+        if args.baseline_rev:
+            trees = {"before": _tree_at(args.baseline_rev, Path(tmp)), **trees}
+        for label, tree in trees.items():
+            home = Path(tmp) / f"home-{label}"
+            home.mkdir()
+            print(f"{label}: {tree}", flush=True)
+            server = Server(tree, home)
+            try:
+                results[label] = run_cases(server)
+            finally:
+                server.close()
+    labels = list(results)
+    print()
+    print("| case | " + " | ".join(labels) + " |")
+    print("|---|" + "---|" * len(labels))
+    for case in results[labels[-1]]:
+        cells = [_cell(results[label][case]) for label in labels]
+        print(f"| {case} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
