@@ -43,6 +43,7 @@ was found and what was sent -- never what was there.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import math
@@ -185,8 +186,32 @@ _TABLE_DELIMITERS = (",", ";", "\t", "|")
 _MAX_DEPTH = 8
 
 
-def _overlaps(spans: list[tuple[int, int]], start: int, end: int) -> bool:
-    return any(a < end and start < b for a, b in spans)
+class _Spans:
+    """A set of text spans, merged, for "does this overlap one" in O(log n)."""
+
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        merged: list[list[int]] = []
+        for a, b in sorted(spans):
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        self.starts = [m[0] for m in merged]
+        self.ends = [m[1] for m in merged]
+
+    def add(self, start: int, end: int) -> None:
+        i = bisect.bisect_left(self.starts, start)
+        self.starts.insert(i, start)
+        # ``ends`` holds the furthest end of the spans up to each one (what overlaps() asks).
+        self.ends.insert(i, max(end, self.ends[i - 1]) if i else end)
+        j = i + 1
+        while j < len(self.ends) and self.ends[j] < self.ends[j - 1]:
+            self.ends[j] = self.ends[j - 1]
+            j += 1
+
+    def overlaps(self, start: int, end: int) -> bool:
+        i = bisect.bisect_left(self.starts, end)  # spans starting before ``end``
+        return i > 0 and self.ends[i - 1] > start
 
 
 def _apply(text: str, edits: list[tuple[int, int, str]]) -> str:
@@ -658,11 +683,12 @@ class Rewriter:
     ) -> str:
         roots = {k: v for k, v in source.truth.items() if k in self.profile.roots}
         mentions = find_mentions(value, self.profile, roots)
+        handled = _Spans(done)
         usable = [
             m
             for m in mentions
             if self.profile.root_dependencies(m.name) <= set(roots)
-            and not _overlaps(done, m.start, m.end)
+            and not handled.overlaps(m.start, m.end)
         ]
         new, replacements = replace_mentions(value, usable, self.profile, source.noisy)
         log.extend(Rewrite(path, r.name, "text", r.replacement) for r in replacements)
@@ -688,16 +714,15 @@ class Rewriter:
         runs = number_runs(text)
         if not runs:
             return text
-        skip = done + dates_and_times(text) + unit_spans(text)
+        skip = _Spans(done + dates_and_times(text) + unit_spans(text))
         hits = alias_hits(text, self.profile)
         edits: list[tuple[int, int, str]] = []
-        units_at: list[tuple[int, int]] = []
         for start, end, readings in runs:
-            if _overlaps(skip, start, end) or _overlaps(units_at, start, end):
+            if skip.overlaps(start, end):
                 continue
             own = unit_after(text, end, through_lists=False)
             if own is not None:
-                units_at.append((end, own[1]))
+                skip.add(end, own[1])  # the digits of "x10^3/uL" after it are its unit
             after = own or unit_after(text, end)
             unit = after[0] if after else None
             key_match = _KEY_BEFORE.search(text, max(0, start - 64), start)
@@ -887,16 +912,19 @@ class Rewriter:
 def _shift_spans(
     spans: list[tuple[int, int]], edits: list[tuple[int, int, str]]
 ) -> list[tuple[int, int]]:
-    """``spans`` of a text moved to where they stand once ``edits`` are applied."""
+    """``spans`` of a text moved to where they stand once ``edits`` (each inside one span or
+    outside all of them) are applied."""
+    ordered = sorted(edits)
+    starts = [e[0] for e in ordered]
+    ends = sorted(e[1] for e in ordered)
+    by_end = sorted(ordered, key=lambda e: e[1])
+    before_end = list(itertools.accumulate((len(e[2]) - (e[1] - e[0]) for e in by_end), initial=0))
+    before_start = list(
+        itertools.accumulate((len(e[2]) - (e[1] - e[0]) for e in ordered), initial=0)
+    )
     out = []
     for a, b in spans:
-        shift_a = shift_b = 0
-        for start, end, new in edits:
-            delta = len(new) - (end - start)
-            if end <= a:
-                shift_a += delta
-                shift_b += delta
-            elif start < b and end > a:
-                shift_b += delta
+        shift_a = before_end[bisect.bisect_right(ends, a)]  # edits that end at or before a
+        shift_b = before_start[bisect.bisect_left(starts, b)]  # edits that start before b
         out.append((a + shift_a, b + shift_b))
     return out
