@@ -2,7 +2,10 @@
 
 The envelope has OpenAI's shape, so OpenAI clients show the message:
 ``{"error": {"message": ..., "type": ..., "code": ..., "param": ...}}``.
-Errors Veil raises on purpose (:class:`py_core.errors.VeilError`) become 4xx.
+The codes are Veil's one vocabulary, :data:`py_core.errors.ERROR_CODES` (which the
+extension and the Pyodide bridge speak too): :class:`ErrorCode` names the ones the
+companion answers, and an error Veil raises on purpose (:class:`py_core.errors.VeilError`)
+becomes its own ``code`` with the table's status (4xx).
 """
 
 from __future__ import annotations
@@ -19,18 +22,14 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from companion.db import storage_problem
-from py_core.errors import (
-    InsecureRandomnessError,
-    InsufficientBudgetError,
-    InvalidParameterError,
-    StateError,
-    VeilError,
-)
+from py_core.errors import ERROR_CODES, VeilError
 
 log = logging.getLogger("veil.errors")
 
 
 class ErrorCode(StrEnum):
+    """The codes the companion answers: all of them in py_core.errors.ERROR_CODES (tested)."""
+
     INVALID_REQUEST = "invalid_request"
     UNAUTHORIZED = "unauthorized"
     KEY_REVOKED = "key_revoked"  # a guest key the owner revoked
@@ -48,9 +47,11 @@ class ErrorCode(StrEnum):
     INSECURE_RANDOMNESS = "insecure_randomness"
     BUDGET_EXHAUSTED = "budget_exhausted"
     STATE_CONFLICT = "state_conflict"
+    INVALID_PROFILE = "invalid_profile"  # a RootGuard profile (py_core ProfileError)
+    INVALID_EXPRESSION = "invalid_expression"  # a formula (py_core ExpressionError)
     MODEL_UNAVAILABLE = "model_unavailable"
     QUEUE_FULL = "queue_full"  # the audit job queue is full (429 with Retry-After)
-    SETUP_REQUIRED = "setup_required"  # the auditor's fast path needs its per-model setup
+    SETUP_REQUIRED = "setup_required"  # the auditor's per-model setup; RootGuard (py_core)
     PROMPT_TOO_LONG = "prompt_too_long"  # over max_prompt_tokens or max_messages
     DOCUMENT_TOO_LARGE = "document_too_large"  # over max_document_chars / max_document_chunks
     STORAGE_FULL = "storage_full"  # the disk under the companion's home is full (507)
@@ -117,15 +118,9 @@ def error_response(
 
 
 def veil_error_status(exc: VeilError) -> tuple[int, ErrorCode]:
-    if isinstance(exc, InsecureRandomnessError):
-        return 400, ErrorCode.INSECURE_RANDOMNESS
-    if isinstance(exc, InsufficientBudgetError):
-        return 400, ErrorCode.BUDGET_EXHAUSTED
-    if isinstance(exc, StateError):
-        return 409, ErrorCode.STATE_CONFLICT
-    if isinstance(exc, InvalidParameterError):
-        return 400, ErrorCode.INVALID_REQUEST
-    return 400, ErrorCode.INVALID_REQUEST
+    """A py_core error's HTTP status and code: its own ``code``, the status from ERROR_CODES."""
+    code = ErrorCode(exc.code)
+    return ERROR_CODES[code].status, code
 
 
 def _location(loc: tuple[Any, ...]) -> str:

@@ -2,7 +2,8 @@
 
 The offscreen document calls :func:`handle` with one JSON string
 ``{"op": ..., "args": {...}}`` and gets one JSON string back:
-``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code", "message"}}``.
+``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code", "message"}}``, the
+code one of :data:`py_core.errors.ERROR_CODES` (a py_core error's own ``code``).
 Everything here is transport: it checks the request's JSON types, calls
 ``py_core`` (which decides: :func:`py_core.protect.protect` for a prompt) and
 serialises the answer.  It is stateless: RootGuard's state travels in and out
@@ -22,13 +23,17 @@ from typing import Any
 
 from py_core import alphabets, krr, memo, protect
 from py_core.accounting import KRREvent, KrrPldAccountant
-from py_core.errors import SetupRequiredError, VeilError
+from py_core.errors import ERROR_CODES, SetupRequiredError, VeilError
 from py_core.rootguard import api as rootguard
 from py_core.sanitize import DEFAULT_DELTA, DEFAULT_HEADER
 
 
 class BridgeError(Exception):
+    """A request the bridge refuses, with a code of :data:`py_core.errors.ERROR_CODES`."""
+
     def __init__(self, code: str, message: str) -> None:
+        if code not in ERROR_CODES:
+            raise ValueError(f"{code!r} is not in py_core.errors.ERROR_CODES")
         super().__init__(message)
         self.code = code
 
@@ -59,13 +64,15 @@ def op_sanitize(args: dict[str, Any], *, preview: bool = False) -> dict[str, Any
     """Ops "sanitize" (the send) and "preview" (the popup: full receipt and word forecast)."""
     text = args.get("text")
     if not isinstance(text, str):
-        raise BridgeError("bad-request", "text must be a string")
+        raise BridgeError("invalid_request", "text must be a string")
     mode = args.get("mode", "text")
     if mode not in protect.MODE_NAMES:
-        raise BridgeError("bad-request", f"mode must be one of {protect.MODE_NAMES}; got {mode!r}")
+        raise BridgeError(
+            "invalid_request", f"mode must be one of {protect.MODE_NAMES}; got {mode!r}"
+        )
     header = args.get("header")
     if header is not None and not isinstance(header, str):
-        raise BridgeError("bad-request", "header must be text or null")
+        raise BridgeError("invalid_request", "header must be text or null")
     alphabet_mode = args.get("alphabets") or protect.DEFAULT_ALPHABETS
     header_language = args.get("headerLanguage") or protect.DEFAULT_HEADER_LANGUAGE
     settings = protect.SiteSettings(
@@ -91,8 +98,7 @@ def op_sanitize(args: dict[str, Any], *, preview: bool = False) -> dict[str, Any
         )
     except SetupRequiredError as exc:
         raise BridgeError(
-            "rootguard-not-set-up",
-            f"{exc}; set it up in Veil's options page (RootGuard section)",
+            exc.code, f"{exc}; set it up in Veil's options page (RootGuard section)"
         ) from exc
     receipt = result.receipt
     out: dict[str, Any] = {
@@ -159,20 +165,20 @@ def op_composed_epsilon(args: dict[str, Any]) -> dict[str, Any]:
     if slots:
         # A per-script receipt: one k-RR event per slot alphabet (its own ε and k).
         if not isinstance(slots, list) or not all(isinstance(s, dict) for s in slots):
-            raise BridgeError("bad-request", "slots must be the receipt's list of slot counts")
+            raise BridgeError("invalid_request", "slots must be the receipt's list of slot counts")
         for slot in slots:
             used, k = slot.get("used"), slot.get("k")
             if isinstance(used, bool) or not isinstance(used, int) or used < 0:
                 raise BridgeError(
-                    "bad-request", f"a slot's used must be an integer >= 0; got {used!r}"
+                    "invalid_request", f"a slot's used must be an integer >= 0; got {used!r}"
                 )
             if isinstance(k, bool) or not isinstance(k, int):
-                raise BridgeError("bad-request", f"a slot's k must be an integer; got {k!r}")
+                raise BridgeError("invalid_request", f"a slot's k must be an integer; got {k!r}")
             accountant.compose(KRREvent(krr.validate_epsilon(slot.get("epsilon")), used, k))
         return {"epsilon_total_composed": accountant.get_epsilon(delta), "delta": delta}
     n = args.get("n")
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise BridgeError("bad-request", f"n must be an integer >= 0; got {n!r}")
+        raise BridgeError("invalid_request", f"n must be an integer >= 0; got {n!r}")
     eps = krr.validate_epsilon(args.get("epsilon"))
     composed = accountant.compose(KRREvent(eps, n)).get_epsilon(delta)
     return {"epsilon_total_composed": composed, "delta": delta}
@@ -183,7 +189,7 @@ def op_ledger(args: dict[str, Any]) -> dict[str, Any]:
     delta = float(args.get("delta", DEFAULT_DELTA))
     sites = args.get("sites") or {}
     if not isinstance(sites, dict):
-        raise BridgeError("bad-request", "sites must map site ids to ledgers")
+        raise BridgeError("invalid_request", "sites must map site ids to ledgers")
     return {
         "total": memo.ledger_summary(args.get("total"), delta),
         "sites": {name: memo.ledger_summary(ledger, delta) for name, ledger in sites.items()},
@@ -207,7 +213,7 @@ def _checked_profile(api: Any, profile: Any) -> Any:
     problems = api.validate_profile(profile)
     if problems:
         raise BridgeError(
-            "invalid-profile", "the RootGuard profile has problems: " + "; ".join(problems)
+            "invalid_profile", "the RootGuard profile has problems: " + "; ".join(problems)
         )
     return profile
 
@@ -310,14 +316,13 @@ def handle(request_json: str) -> str:
         request = json.loads(request_json)
         op = OPS.get(request.get("op"))
         if op is None:
-            raise BridgeError("unknown-op", f"unknown op {request.get('op')!r}")
+            raise BridgeError("unknown_op", f"unknown op {request.get('op')!r}")
         result = op(request.get("args") or {})
         return json.dumps({"ok": True, "result": result})
     except BridgeError as exc:
         return json.dumps({"ok": False, "error": {"code": exc.code, "message": str(exc)}})
     except VeilError as exc:
-        code = type(exc).__name__
-        return json.dumps({"ok": False, "error": {"code": code, "message": str(exc)}})
+        return json.dumps({"ok": False, "error": {"code": exc.code, "message": str(exc)}})
     except Exception as exc:  # the core must answer, never hang the page
         message = f"{type(exc).__name__}: {exc}"
-        return json.dumps({"ok": False, "error": {"code": "internal", "message": message}})
+        return json.dumps({"ok": False, "error": {"code": "internal_error", "message": message}})

@@ -160,7 +160,7 @@ export function fakeCore(overrides = {}) {
   const sanitize = (args, preview) => {
     if (args.mode !== "text" && !args.rootguard) {
       const err = new Error("numbers mode is on but no RootGuard profile with your values is saved");
-      err.code = "rootguard-not-set-up";
+      err.code = "setup_required";
       throw err;
     }
     const state = args.rootguard ? { draws: args.rootguard.state.draws + 1 } : null;

@@ -264,16 +264,19 @@ test("preview uses the site's settings and stores nothing but the memo's draws, 
   assert.deepEqual(e.local.dump(), before);
 });
 
-test("core errors reach the page in one code style: py_core's class names are mapped", async () => {
+test("core errors reach the page as the core's own code, one of ERROR_CODES", async () => {
   const invalid = () => {
-    throw Object.assign(new Error("epsilon must be > 0"), { code: "InvalidParameterError" });
+    throw Object.assign(new Error("epsilon must be > 0"), { code: "invalid_request" });
   };
   const e = env({ core: { explain: invalid } });
   const reply = await call(e, Msg.EXPLAIN, { epsilon: -1 });
-  assert.deepEqual(reply.error, { code: "invalid-parameter", message: "epsilon must be > 0" });
-  const kebab = env({ core: { rootguard_init: () => { throw Object.assign(new Error("bad"), { code: "invalid-profile" }); } } });
-  const saved = await call(kebab, Msg.ROOTGUARD_SAVE, { profile: {}, trueValues: {} });
-  assert.deepEqual(saved.error, { code: "invalid-profile", message: "bad" });
+  assert.deepEqual(reply.error, { code: "invalid_request", message: "epsilon must be > 0" });
+  const profile = env({ core: { rootguard_init: () => { throw Object.assign(new Error("bad"), { code: "invalid_profile" }); } } });
+  const saved = await call(profile, Msg.ROOTGUARD_SAVE, { profile: {}, trueValues: {} });
+  assert.deepEqual(saved.error, { code: "invalid_profile", message: "bad" });
+  // A class name (what the bridge used to send) is not a code: nothing maps it any more.
+  const named = env({ core: { explain: () => { throw Object.assign(new Error("x"), { code: "StateError" }); } } });
+  assert.equal((await call(named, Msg.EXPLAIN, { epsilon: 5 })).error.code, ErrorCode.INTERNAL);
   const explained = await call(env(), Msg.EXPLAIN, { epsilon: 5 });
   assert.equal(explained.data.keepProbability, 0.5);
 });
@@ -392,12 +395,14 @@ test("the worker keeps no state in module globals", () => {
   assert.equal(EXT_ORIGIN.startsWith("chrome-extension://"), true);
 });
 
-test("core codes: kebab-case ones pass as they are, class names become kebab-case", async () => {
-  const { coreCode } = await import("../src/errors.js");
-  assert.equal(coreCode("rootguard-not-set-up"), "rootguard-not-set-up");
-  assert.equal(coreCode("StateError"), "bad-state");
-  assert.equal(coreCode("BudgetOverflowError"), "budget-overflow");
-  assert.equal(coreCode(undefined), ErrorCode.INTERNAL);
+test("core codes: a code of ERROR_CODES passes as it is, anything else is internal_error", async () => {
+  const { ERROR_CODES, coreCode } = await import("../src/errors.js");
+  assert.equal(coreCode("setup_required"), "setup_required");
+  assert.equal(coreCode("state_conflict"), "state_conflict");
+  assert.ok(Object.values(ErrorCode).every((code) => Object.hasOwn(ERROR_CODES, code)));
+  for (const former of ["StateError", "bad-state", "rootguard-not-set-up", "toString", "", undefined]) {
+    assert.equal(coreCode(former), ErrorCode.INTERNAL, String(former));
+  }
 });
 
 test("rootguard: export carries the stored record with its format; import takes new/same/extends, refuses a conflict untouched", async () => {

@@ -164,7 +164,7 @@ def test_numbers_mode_without_set_up_is_refused(mode: str) -> None:
     """Without a RootGuard state the bridge refuses (the extension then blocks the send)."""
     reply = call("sanitize", text=TEXT, epsilon=5, mode=mode, rootguard=None)
     assert not reply["ok"]
-    assert reply["error"]["code"] == "rootguard-not-set-up"
+    assert reply["error"]["code"] == "setup_required"
     assert "options page" in reply["error"]["message"]
 
 
@@ -181,16 +181,16 @@ def test_explain_matches_krr() -> None:
 @pytest.mark.parametrize(
     ("op", "args", "code"),
     [
-        ("nope", {}, "unknown-op"),
-        ("sanitize", {"text": 3, "epsilon": 1}, "bad-request"),
-        ("sanitize", {"text": "a", "epsilon": 1, "mode": "emoji"}, "bad-request"),
-        ("sanitize", {"text": "a", "epsilon": 1, "mode": ["text"]}, "bad-request"),
-        ("sanitize", {"text": "a", "epsilon": -1}, "InvalidParameterError"),
-        ("sanitize", {"text": "a", "epsilon": "3"}, "InvalidParameterError"),
-        ("sanitize", {"text": "a", "epsilon": 1, "header": 3}, "bad-request"),
-        ("explain", {"epsilon": "x"}, "InvalidParameterError"),
-        ("composed_epsilon", {"n": -1, "epsilon": 1}, "bad-request"),
-        ("rootguard_init", {"profile": {"values": {}}, "trueValues": {}}, "invalid-profile"),
+        ("nope", {}, "unknown_op"),
+        ("sanitize", {"text": 3, "epsilon": 1}, "invalid_request"),
+        ("sanitize", {"text": "a", "epsilon": 1, "mode": "emoji"}, "invalid_request"),
+        ("sanitize", {"text": "a", "epsilon": 1, "mode": ["text"]}, "invalid_request"),
+        ("sanitize", {"text": "a", "epsilon": -1}, "invalid_request"),
+        ("sanitize", {"text": "a", "epsilon": "3"}, "invalid_request"),
+        ("sanitize", {"text": "a", "epsilon": 1, "header": 3}, "invalid_request"),
+        ("explain", {"epsilon": "x"}, "invalid_request"),
+        ("composed_epsilon", {"n": -1, "epsilon": 1}, "invalid_request"),
+        ("rootguard_init", {"profile": {"values": {}}, "trueValues": {}}, "invalid_profile"),
     ],
 )
 def test_errors_come_back_in_the_envelope(op: str, args: dict[str, Any], code: str) -> None:
@@ -203,7 +203,7 @@ def test_errors_come_back_in_the_envelope(op: str, args: dict[str, Any], code: s
 def test_malformed_json_is_an_error_not_an_exception() -> None:
     """Even a broken request string gets an answer."""
     reply = json.loads(veil_bridge.handle("{not json"))
-    assert reply["ok"] is False and reply["error"]["code"] == "internal"
+    assert reply["ok"] is False and reply["error"]["code"] == "internal_error"
 
 
 def test_rootguard_init_view_and_reset() -> None:
@@ -239,7 +239,7 @@ def test_rootguard_import_check_says_new_same_or_conflict_and_refuses_a_broken_r
     root = next(iter(tampered["state"]["roots"]))
     tampered["state"]["roots"][root]["index"] += 1
     broken = call("rootguard_import_check", record=tampered, here=None)
-    assert not broken["ok"] and broken["error"]["code"] == "StateError"
+    assert not broken["ok"] and broken["error"]["code"] == "state_conflict"
     foreign = call("rootguard_import_check", record={**exported, "format": "x"}, here=None)
     assert not foreign["ok"] and "expected 'veil.rootguard.record'" in foreign["error"]["message"]
     partial = call("rootguard_import_check", record={"profile": here["profile"]}, here=None)

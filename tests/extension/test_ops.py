@@ -2,8 +2,8 @@
 
 ``extension/src/core-ops.js`` names every op the extension calls; it must list
 exactly the keys of ``OPS`` in ``extension/python/veil_bridge.py``.  Error codes
-are kebab-case: the bridge's own, and py_core's VeilError class names mapped in
-``extension/src/errors.js``.
+are one vocabulary, ``py_core.errors.ERROR_CODES``: ``extension/src/errors.js`` holds
+an identical copy, every py_core error carries one, and the bridge sends only those.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from py_core import errors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,8 +23,6 @@ SRC = ROOT / "extension" / "src"
 sys.path.insert(0, str(ROOT / "extension" / "python"))
 
 import veil_bridge  # noqa: E402
-
-KEBAB = re.compile(r"^[a-z]+(-[a-z]+)*$")
 
 
 def frozen_object(path: Path, name: str) -> dict[str, str]:
@@ -41,18 +41,33 @@ def test_core_ops_are_the_bridges_ops() -> None:
     assert len(set(ops.values())) == len(ops), "two constants name one op"
 
 
-def test_every_veil_error_class_has_a_kebab_code() -> None:
-    mapped = frozen_object(SRC / "errors.js", "CORE_ERROR_CODES")
-    classes = {
-        name
-        for name, obj in inspect.getmembers(errors, inspect.isclass)
+def test_the_extensions_table_is_py_cores() -> None:
+    """errors.js's ERROR_CODES is py_core/errors.py's, code for code and meaning for meaning."""
+    copied = frozen_object(SRC / "errors.js", "ERROR_CODES")
+    assert copied == {code: kind.meaning for code, kind in errors.ERROR_CODES.items()}
+    assert list(copied) == list(errors.ERROR_CODES), "the same order, so a diff reads well"
+
+
+def test_every_code_is_snake_case_and_every_veil_error_has_one() -> None:
+    """One style (snake_case); each VeilError class (py_core's) names a code of the table."""
+    assert all(re.fullmatch(r"[a-z]+(_[a-z]+)*", code) for code in errors.ERROR_CODES)
+    classes = [
+        obj
+        for _, obj in inspect.getmembers(errors, inspect.isclass)
         if issubclass(obj, errors.VeilError)
-    }
-    assert classes <= set(mapped), f"errors.js does not map {sorted(classes - set(mapped))}"
-    assert all(KEBAB.match(code) for code in mapped.values()), mapped
+    ]
+    assert len(classes) >= 9
+    assert {c.__name__: c.code for c in classes if c.code not in errors.ERROR_CODES} == {}
 
 
-def test_the_bridges_own_codes_are_kebab_case() -> None:
+def test_the_extension_names_only_codes_of_the_table() -> None:
+    """errors.js's ErrorCode constants are codes of ERROR_CODES."""
+    own = frozen_object(SRC / "errors.js", "ErrorCode")
+    assert set(own.values()) <= set(errors.ERROR_CODES), own
+
+
+def test_the_bridge_sends_only_codes_of_the_table() -> None:
+    """Every BridgeError(...) literal is a code of ERROR_CODES; a py_core error goes as its code."""
     tree = ast.parse(Path(veil_bridge.__file__).read_text(encoding="utf-8"))
     codes = [
         node.args[0].value
@@ -64,7 +79,30 @@ def test_the_bridges_own_codes_are_kebab_case() -> None:
         and isinstance(node.args[0], ast.Constant)
     ]
     assert codes, "no BridgeError(...) found: has the bridge changed how it raises?"
-    assert [c for c in codes if not KEBAB.match(c)] == []
-    # And the ones the extension names itself are kebab-case too.
-    own = frozen_object(SRC / "errors.js", "ErrorCode")
-    assert all(KEBAB.match(code) for code in own.values()), own
+    assert [c for c in codes if c not in errors.ERROR_CODES] == []
+    with pytest.raises(ValueError, match="ERROR_CODES"):
+        veil_bridge.BridgeError("bad-request", "the former kebab-case code")
+
+
+@pytest.mark.parametrize(
+    ("exc", "code"),
+    [
+        (errors.InvalidParameterError("bad"), "invalid_request"),
+        (errors.StateError("corrupted"), "state_conflict"),
+        (errors.ProfileError(["no roots"]), "invalid_profile"),
+        (errors.DependencyCycleError(["a", "b", "a"]), "invalid_profile"),
+        (errors.ExpressionError("1/0"), "invalid_expression"),
+        (errors.InsufficientBudgetError("spent", remaining=0.0, requested=1.0), "budget_exhausted"),
+    ],
+)
+def test_a_py_core_error_reaches_the_extension_as_its_code(
+    monkeypatch: pytest.MonkeyPatch, exc: errors.VeilError, code: str
+) -> None:
+    """The bridge sends a VeilError's own code (no class names for the extension to map)."""
+
+    def failing(_args: dict[str, object]) -> dict[str, object]:
+        raise exc
+
+    monkeypatch.setitem(veil_bridge.OPS, "ping", failing)
+    reply = veil_bridge.json.loads(veil_bridge.handle('{"op": "ping"}'))
+    assert reply == {"ok": False, "error": {"code": code, "message": str(exc)}}
