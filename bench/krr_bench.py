@@ -125,9 +125,7 @@ def measure(repeats: int = 31, epsilon: float = 4.0) -> dict[str, object]:
             {
                 "script": name,
                 "chars": n,
-                "veil_ms": _median_ms(
-                    lambda t=text: alphabets.perturb(t, epsilon), repeats
-                ),
+                "veil_ms": _median_ms(lambda t=text: alphabets.perturb(t, epsilon), repeats),
                 "sanitize_ms": _median_ms(
                     lambda t=text: sanitize_prompt(t, epsilon, compose=False), repeats
                 ),
