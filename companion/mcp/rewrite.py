@@ -13,9 +13,10 @@ answers (RootGuard: the one cached draw; a derived value: ``f(noisy roots)``):
    the noisy value in the unit it was written in (from the string, a sibling
    ``unit`` field, the field's name -- ``weight_g``, ``age_months`` -- or
    description; else the profile's unit), written the same way (decimals, decimal
-   comma, thousands separator, exponent).  A root's field whose number lies
-   outside the root's public domain and is not the true value (the ``height`` of
-   a font) is left alone.  Object keys are rewritten like strings.
+   comma, thousands separator, exponent); the true value in a unit the field does
+   not say (``{"platelets": 263000}``) in that unit.  A root's field whose number
+   lies outside the root's public domain and is not the true value (the ``height``
+   of a font) is left alone.  Object keys are rewritten like strings.
 2. **Structures inside a string.**  JSON (parsed, walked like arguments, written
    back), a table (CSV, semicolon or tab separated, a Markdown table: each cell
    as a field named by its column), SQL ``INSERT ... (columns) VALUES (...)``
@@ -24,15 +25,16 @@ answers (RootGuard: the one cached draw; a derived value: ``f(noisy roots)``):
 3. **Free text.**  RootGuard's finder (:func:`py_core.rootguard.text.find_mentions`)
    first; then every number written in any format
    (:func:`py_core.rootguard.written.number_runs`), with its context: an alias of
-   a value before it (also across a range or list: "weight 92-93.7 kg",
+   a value before it or glued to it ("ALT38"; also across a range or list: "weight 92-93.7 kg",
    "between 93.7 and 95 kg"), a unit after it or after its range or list, the
    field it is in.  In context, a number that equals the person's true value of
    that value is replaced.
 4. **Declared values anywhere** (``strict``, the default).  Any other number --
    a JSON number, a numeric string, any reading of a number in a text -- that
    equals one of the person's true values at its written precision (in the
-   value's unit, in the unit written after it, or in another unit of its
-   quantity when written at least that finely: ``1.813`` m) is replaced as if its
+   value's unit, in the unit written after it or in an unnamed field's key
+   (``mass_g``), or -- a bare number -- in another unit of its quantity when written
+   to within 5% of the value there: ``1.81`` m) is replaced as if its
    field had named that value; one that equals several is refused
    (:class:`ArgumentRefused`), not guessed, and so are object keys that would
    become the same key.
@@ -65,11 +67,13 @@ from py_core.rootguard.text import (
 )
 from py_core.rootguard.units import QUANTITIES
 from py_core.rootguard.written import (
+    EXTRA_UNITS,
     Written,
     convert_any,
     factor,
     number_runs,
     parse_single,
+    readings,
     unit_spans,
 )
 
@@ -183,6 +187,7 @@ _INSERT = re.compile(
     re.IGNORECASE,
 )
 _TABLE_DELIMITERS = (",", ";", "\t", "|")
+_GLUED = re.compile(r"(?<![A-Za-z])(?P<word>[A-Za-z]{2,30})(?P<num>\d+(?:[.,]\d+)?)(?!\d)")
 _MAX_DEPTH = 8
 
 
@@ -314,6 +319,16 @@ class Rewriter:
                     return unit
         return None
 
+    def _any_unit(self, *texts: str) -> str | None:
+        """A unit of any value's quantity written in ``texts`` (an unnamed field's key)."""
+        if not any(texts):
+            return None
+        for n in self.profile.names:
+            unit = self._unit_hint(n, *texts)
+            if unit is not None and unit != self.profile.spec(n).unit:
+                return unit
+        return None
+
     def _unit_of_text(self, unit_text: str, name: str | None) -> str | None:
         """The unit ``unit_text`` writes, of ``name``'s quantity (or of any value's)."""
         for n in [name] if name is not None else self.profile.names:
@@ -413,6 +428,8 @@ class Rewriter:
                         v, sub, sub_path, field, (key, str(description), unit_text), source, log,
                         depth,
                     )  # fmt: skip
+                elif name is None:  # a unit in the key still says how to read it ("mass_g")
+                    new = self._walk(v, sub, sub_path, None, (key,), source, log, depth)
                 else:
                     new = self._walk(v, sub, sub_path, name, hints, source, log, depth)
             if new_key in out:
@@ -436,7 +453,7 @@ class Rewriter:
         if not math.isfinite(value):
             return value
         decimals = 0 if isinstance(value, int) else _number_decimals(value)
-        unit = None if name is None else self._unit_hint(name, *hints)
+        unit = self._unit_hint(name, *hints) if name is not None else self._any_unit(*hints)
         target = self._target(float(value), decimals, name, unit, path, source)
         if target is None:
             return value
@@ -492,8 +509,8 @@ class Rewriter:
     ) -> str | None:
         """A string that is one number (in any of its readings) and an optional unit; None
         when it is no value as a field (then it is read as text: "93.7 kg" has a unit)."""
-        if name is not None and unit is None:
-            unit = self._unit_hint(name, *hints)
+        if unit is None:
+            unit = self._unit_hint(name, *hints) if name is not None else self._any_unit(*hints)
         for written in singles:
             target = self._target(written.value, written.decimals, name, unit, path, source)
             if target is None:
@@ -711,13 +728,23 @@ class Rewriter:
         log: list[Rewrite],
     ) -> str:
         """Every number of ``text`` not yet handled, in every reading, in its context."""
-        runs = number_runs(text)
+        runs: list[tuple[int, int, list[list[Written]], frozenset[str]]] = [
+            (start, end, readings, frozenset()) for start, end, readings in number_runs(text)
+        ]
+        # A number glued to an alias is in its context ("age47", "weight93.7kg", "ALT38").
+        for m in _GLUED.finditer(text):
+            glued = self._phrases.get(tuple(_words(m.group("word"))))
+            if glued is not None:
+                start = m.start("num")
+                body = m.group("num")
+                runs.append((start, m.end(), readings(body, start), frozenset({glued})))
         if not runs:
             return text
+        runs.sort(key=lambda r: r[0])
         skip = _Spans(done + dates_and_times(text) + unit_spans(text))
         hits = alias_hits(text, self.profile)
         edits: list[tuple[int, int, str]] = []
-        for start, end, readings in runs:
+        for start, end, run_readings, glued_to in runs:
             if skip.overlaps(start, end):
                 continue
             own = unit_after(text, end, through_lists=False)
@@ -734,8 +761,8 @@ class Rewriter:
                 or _CAMEL.search(key_match.group("key"))
             ):
                 key = key_match.group("key")
-            near = names_before(text, start, hits)
-            for reading in readings:
+            near = names_before(text, start, hits) | glued_to
+            for reading in run_readings:
                 found = []
                 for written in reading:
                     target = self._in_context(written, unit, key, near, name, hints, path, source)
@@ -819,6 +846,11 @@ class Rewriter:
                 name, written, decimals, unit, source
             ):
                 return name, unit
+            # The true value in another unit the field does not say ({"platelets": 263000}
+            # per uL, {"age": 564} months): replaced in that unit.
+            for other in (*QUANTITIES[spec.quantity].factors, *EXTRA_UNITS.get(spec.quantity, {})):
+                if other != unit and self._equals(name, written, decimals, other, source):
+                    return name, other
         if not self.strict:
             return None
         return self._declared(written, decimals, unit, path, source)

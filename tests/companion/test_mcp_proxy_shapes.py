@@ -88,6 +88,9 @@ SHAPES: list[tuple[str, dict[str, Any]]] = [
     ("age in months", {"age_months": 564}),
     ("platelets per microlitre", {"platelet_count": "263,000/uL"}),
     ("glucose in g/L", {"glycemia": "1.17 g/L"}),
+    ("a field in a unit it does not say", {"platelets": 263000, "age": 564}),
+    ("a unit in an unnamed key", {"mass_g": 93700}),
+    ("thousands with a dot", {"platelets": "263.000/\u00b5l"}),
     # -- locale formats and notation ------------------------------------------------------------
     ("decimal comma in a field", {"weight": "93,7 kg"}),
     ("decimal comma in text", {"note": "Gewicht 93,7 kg"}),
@@ -102,6 +105,7 @@ SHAPES: list[tuple[str, dict[str, Any]]] = [
     ("free text", {"note": "I'm 47, I weigh 93.7 kg and I am 181.3 cm tall; ALT 38 U/L."}),
     ("age phrase", {"summary": "47-year-old man, glucose 117 mg/dL"}),
     ("glued units", {"note": "181.3cm, 93.7kg"}),
+    ("glued to an alias", {"note": "age47 weight93.7kg ALT38"}),
     ("pair after labels", {"note": "AST/ALT 29/38"}),
     ("range after alias", {"note": "weight 93.7-95 kg"}),
     ("range with between", {"note": "weight between 93.7 and 95 kg"}),
@@ -224,6 +228,7 @@ def test_what_is_not_the_persons_stays_as_written():
         {"payload": '{"page": 2, "size": 50}'},
         {"ranges": "dose 2-3 tablets, 10 to 20 minutes"},
         {"ids": {"1001": "a", "1002": "b"}},
+        {"codes": "user47, vitamin B12, COVID19"},
     ],
 )
 def test_other_numbers_in_structures_pass_unchanged(args):
