@@ -8,6 +8,7 @@ import contextlib
 import csv
 import io
 import json
+import random
 import re
 from typing import Any
 
@@ -22,6 +23,7 @@ from companion.mcp.guard import CachedNoise, Guard
 from companion.mcp.proxy import Proxy, RewriteLog, Upstream
 from companion.mcp.rewrite import ArgumentRefused, Rewriter
 from py_core.rootguard import api
+from py_core.rootguard.cache import RootCache
 from py_core.rootguard.profile import load_profile
 from tests.companion.mcp_leaks import true_values_written
 from tests.companion.test_mcp import TRUTH, make_record, seeded_state
@@ -277,3 +279,62 @@ def test_a_refused_call_is_not_forwarded(tmp_path):
 
     anyio.run(main)
     assert calls == []
+
+
+# -- another person, another profile: the same rules, not this file's numbers ---------------------
+
+OTHER_PROFILE = {
+    "format": "veil.rootguard.profile",
+    "version": 1,
+    "budget": 6.0,
+    "values": {
+        "age": {"quantity": "age", "unit": "years", "domain": [18, 100], "precision": 1,
+                "privacy_unit": 10, "aliases": ["age", "alter", "edad"]},
+        "weight": {"quantity": "mass", "unit": "lb", "domain": [60, 550], "precision": 0.1,
+                   "privacy_unit": 20, "aliases": ["weight", "poids", "gewicht"]},
+        "ldl": {"quantity": "cholesterol", "unit": "mmol/L", "domain": [0.5, 12],
+                "precision": 0.01, "privacy_unit": 0.5, "aliases": ["ldl", "ldl-c"]},
+        "hba1c": {"quantity": "percent", "unit": "%", "domain": [3, 20], "precision": 0.1,
+                  "privacy_unit": 1, "aliases": ["hba1c", "a1c"]},
+    },
+}  # fmt: skip
+OTHER_TRUTH = {"age": 63, "weight": 181.6, "ldl": 3.42, "hba1c": 6.8}
+
+
+def other_shapes(w: float, kg: float, age: int, ldl: float, mgdl: float) -> list[dict[str, Any]]:
+    """Shapes written from the values, so that they hold whatever the person's values are."""
+    comma = f"{kg:.1f}".replace(".", ",")
+    return [
+        {"poids": f"{comma} kg"},
+        {"note": f"weight between {w:.1f} and {w + 5:.1f} lb"},
+        {"note": f"LDL {ldl - 0.4:.2f}\u2013{ldl:.2f} mmol/L"},
+        {"note": f"edad {age}, gewicht {comma} kg"},
+        {"weight_g": round(kg * 1000)},
+        {"age_months": age * 12},
+        {"ldl_mg_dl": round(mgdl)},
+        {"query": f"a={age}&w={w:.1f}"},
+        {"payload": json.dumps({"ldl": ldl, "weight": f"{w:.1f} lb"})},
+        {"csv": f"alter;gewicht\n{age};{str(round(w, 1)).replace('.', ',')}"},
+        {"sql": f"INSERT INTO p (age, weight) VALUES ({age}, {w:.1f})"},
+        {"by": {f"{w:.1f}": "start"}},
+        {"note": f"HbA1c {OTHER_TRUTH['hba1c']}% and {f'{w / 100:.4f}'.rstrip('0')}e2 lb"},
+        {"sci": f"{ldl / 10:.3f}e1 mmol/L"},
+    ]
+
+
+def test_another_profile_and_person():
+    """A profile in pounds and mmol/L with other aliases: every shape of its values is rewritten."""
+    profile = load_profile(dict(OTHER_PROFILE))
+    cache = RootCache.empty(profile)
+    cache.draw(OTHER_TRUTH, random.Random(17))  # a test's seeded draw, not real data
+    noise = CachedNoise(OTHER_PROFILE, OTHER_TRUTH, cache.to_dict())
+    for name, true in OTHER_TRUTH.items():  # far enough apart to tell noisy from true
+        assert abs(noise.noisy(name) - true) > profile.roots[name].privacy_unit / 4, name
+    kg = OTHER_TRUTH["weight"] * 0.45359237
+    mgdl = OTHER_TRUTH["ldl"] * 38.67
+    shapes = other_shapes(OTHER_TRUTH["weight"], kg, OTHER_TRUTH["age"], OTHER_TRUTH["ldl"], mgdl)
+    rewriter = Rewriter(profile)
+    for args in shapes:
+        assert true_values_written(args, profile, OTHER_TRUTH), args
+        out, _ = rewriter.rewrite(args, {}, noise)
+        assert true_values_written(out, profile, OTHER_TRUTH) == [], (args, out)
