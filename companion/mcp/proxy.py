@@ -196,6 +196,18 @@ class RewriteLog:
             what = ", ".join(f"{r.name} at {r.path} ({r.how})" for r in rewrites)
             print(f"veil mcp proxy: {upstream}.{tool}: replaced {what}", file=self.summary)
 
+    def refused(self, upstream: str, tool: str, reason: str) -> None:
+        """A call that was not forwarded, and why (the reason names places and values,
+        never a number)."""
+        entry = {"ts": round(time.time(), 3), "upstream": upstream, "tool": tool, "refused": reason}
+        if self.keep:
+            self.entries.append(entry)
+        if self.stream is not None:
+            self.stream.write(json.dumps(entry) + "\n")
+            self.stream.flush()
+        if self.summary is not None:
+            print(f"veil mcp proxy: {upstream}.{tool}: not forwarded: {reason}", file=self.summary)
+
 
 class Proxy:
     """The proxy: connect with ``async with``, then serve :attr:`server` on any transport."""
@@ -304,6 +316,7 @@ class Proxy:
             with self.noise(f"proxy {upstream}.{tool}") as source:
                 args, rewrites = self.rewriter(source.profile).rewrite(arguments, schema, source)
         except ArgumentRefused as exc:
+            self.rewrite_log.refused(upstream, tool, str(exc))
             raise MCPError(types.INVALID_PARAMS, f"Veil did not forward {tool!r}: {exc}") from None
         except VeilError as exc:
             raise MCPError(

@@ -266,19 +266,26 @@ def test_not_strict_still_reads_context_but_not_bare_numbers():
 
 
 def test_a_refused_call_is_not_forwarded(tmp_path):
-    """Through the proxy: an MCP error, and the upstream receives nothing."""
+    """Through the proxy: an MCP error, the upstream receives nothing, the log says why."""
     calls: list[dict[str, Any]] = []
     store = make_record(tmp_path / "rg.json")
+    log = RewriteLog(None, summary=None)
 
     async def main() -> None:
         upstreams = [Upstream("store", server=recording_server(calls))]
-        async with Proxy(upstreams, Guard(store).noise) as proxy, Client(proxy.server) as agent:
+        async with (
+            Proxy(upstreams, Guard(store).noise, rewrite_log=log) as proxy,
+            Client(proxy.server) as agent,
+        ):
             with pytest.raises(MCPError) as refused:
                 await agent.call_tool("record", {"by_weight": {"93.7": "a", f"{W:.1f}": "b"}})
             assert "did not forward 'record'" in refused.value.message
+            assert leaked(refused.value.message) == []
 
     anyio.run(main)
     assert calls == []
+    assert [e["tool"] for e in log.entries if "refused" in e] == ["record"], log.entries
+    assert leaked(log.entries) == []
 
 
 # -- another person, another profile: the same rules, not this file's numbers ---------------------
