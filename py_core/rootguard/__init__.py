@@ -9,7 +9,8 @@ Method: docs/methods/rootguard.md.  The pieces:
 * :mod:`~py_core.rootguard.mechanism` -- the exact clamped discrete Laplace on a grid;
 * :mod:`~py_core.rootguard.allocation` -- equal or sensitivity-weighted budget split;
 * :mod:`~py_core.rootguard.cache` -- the noisy-root cache, ledger and JSON state;
-* :mod:`~py_core.rootguard.text` -- finding and replacing the values in free text;
+* :mod:`~py_core.rootguard.text` -- finding and replacing the values in free text
+  (:mod:`~py_core.rootguard.patterns`: what it reads, as patterns);
 * :mod:`~py_core.rootguard.baselines` -- M-All / M-Roots / M-Opt and the MAP adversary;
 * :mod:`~py_core.rootguard.default_profile` -- the default adult profile (data);
 * :mod:`~py_core.rootguard.api` -- the JSON-in/JSON-out facade the extension calls.
