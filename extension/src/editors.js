@@ -167,14 +167,17 @@ function pasteText(el, text) {
 
 /**
  * Replace the whole content of the editor with `text`; resolves to true when
- * the editor then holds exactly `text`.
+ * the editor then holds exactly `text` (in a one-line field: with its line
+ * breaks as spaces).
  */
 export async function writeText(el, text) {
   const kind = editorKind(el);
   if (kind === "textarea" || kind === "input") {
-    setTextareaValue(el, text);
+    // A one-line field drops line breaks (the header's among them): they become spaces.
+    const value = kind === "input" ? text.replace(/\r\n?|\n/g, " ") : text;
+    setTextareaValue(el, value);
     await settle();
-    return sameText(readText(el), text);
+    return sameText(readText(el), value);
   }
   // Rich editors: select everything, then paste; the editor's own paste
   // handling turns the text into its document. insertText is the fallback.

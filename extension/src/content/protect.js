@@ -81,10 +81,11 @@ export async function protectAndSend(editor, original, trigger) {
       notify(notice ?? "", "blocked");
       return;
     }
+    // Said once the replay shows it was a send (an Enter that makes a new line says so itself).
+    if (!(await resend(trigger, editor, original))) return;
     if (outcome === "protected") notify(notice ?? "", "protected");
     else if (outcome === "unprotected") notify(notice ?? "", "unprotected");
     else notify("Sent as typed: Veil's protection is off for this site.", "off");
-    await resend(trigger, editor, original);
   } finally {
     state.busy = false;
     if (trigger.kind === "pointer" && state.gesture === trigger.gesture) state.gesture = null;

@@ -35,58 +35,143 @@ function dispatchClick(g) {
   return true;
 }
 
+/** The character code of a key that types one (Enter, Space), for keypress. @param {KeyInit} init */
+function charCodeOf(init) {
+  return init.keyCode ?? (init.key === "Enter" ? 13 : 32);
+}
+
 /** @param {string} type @param {KeyInit} init */
 export function keyEvent(type, init) {
-  const event = new KeyboardEvent(type, { ...init, bubbles: true, cancelable: true, composed: true });
-  const code = init.keyCode ?? (init.key === "Enter" ? 13 : 32);
-  for (const prop of ["keyCode", "which"]) Object.defineProperty(event, prop, { get: () => code });
+  const code = charCodeOf(init);
+  // keyCode, charCode and which as a browser sets them (KeyboardEventInit takes them in Chrome):
+  // pages still read them (React's onKeyPress drops a keypress whose charCode it cannot read).
+  const legacy = { keyCode: code, which: code, charCode: type === "keypress" ? code : 0 };
+  const event = new KeyboardEvent(type, { ...init, ...legacy, bubbles: true, cancelable: true, composed: true });
+  for (const [prop, value] of Object.entries(legacy)) Object.defineProperty(event, prop, { get: () => value });
   return event;
 }
 
 /**
- * Replay `trigger` (the text in `editor` is now the protected one).
+ * Deliver a key the way a browser does: keydown; unless the page cancelled it,
+ * keypress (Enter and Space type a character; Chrome sends no keypress with
+ * Cmd held) and, where `inputType` is given (an editor), beforeinput; keyup in
+ * every case. Returns the event the page cancelled, or null when it let the
+ * key through (then the browser would have done the key's default: a line
+ * break in an editor, a click on a control).
+ * @param {EventTarget} target @param {KeyInit} init @param {string | null} inputType
+ * @returns {"keydown" | "keypress" | "beforeinput" | null}
+ */
+export function replayKey(target, init, inputType) {
+  /** @type {"keydown" | "keypress" | "beforeinput" | null} */
+  let cancelled = null;
+  if (!target.dispatchEvent(keyEvent("keydown", init))) cancelled = "keydown";
+  if (!cancelled && !init.metaKey && !target.dispatchEvent(keyEvent("keypress", init))) cancelled = "keypress";
+  if (!cancelled && inputType) {
+    const before = new InputEvent("beforeinput", { inputType, bubbles: true, cancelable: true, composed: true });
+    if (!target.dispatchEvent(before)) cancelled = "beforeinput";
+  }
+  target.dispatchEvent(keyEvent("keyup", init));
+  return cancelled;
+}
+
+/** What a plain Enter inserts in `editor`: a line break in a text field, a paragraph in a rich editor. @param {Element} editor */
+function lineBreakType(editor) {
+  return editor instanceof HTMLTextAreaElement || editor instanceof HTMLInputElement ? "insertLineBreak" : "insertParagraph";
+}
+
+/** `now` is `wrote` with one or more line breaks added (the editor made a new line). @param {string} now @param {string} wrote */
+export function addedLineBreak(now, wrote) {
+  const breaks = (/** @type {string} */ t) => (t.match(/\n/g) || []).length;
+  return now !== wrote && now.replace(/\s+/g, "") === wrote.replace(/\s+/g, "") && breaks(now) > breaks(wrote);
+}
+
+/**
+ * What the editor did after the replayed Enter, watched for up to `ms`:
+ * "sent" (the text left it), "newline" (it added a line break to the text),
+ * or "same" (it still holds the text Veil wrote).
+ * @param {Element} editor @param {string} wrote @param {number} ms
+ * @returns {Promise<"sent" | "newline" | "same">}
+ */
+async function editorDid(editor, wrote, ms) {
+  for (let waited = 0; ; waited += 25) {
+    const now = editor.isConnected ? readText(editor) : "";
+    if (addedLineBreak(now, wrote)) return "newline";
+    if (!sameText(now, wrote, { loose: true })) return "sent";
+    if (waited >= ms) return "same";
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/**
+ * Replay `trigger` (the text in `editor` is now the protected one). Resolves
+ * false when it turned out not to be a send (Enter makes a new line here: the
+ * person's text is back, and the notice says so), else true.
  * @param {Trigger} trigger @param {Element} editor @param {string} original
+ * @returns {Promise<boolean>}
  */
 export async function resend(trigger, editor, original) {
   if (trigger.kind === "pointer") await trigger.gesture.over;
+  if (trigger.kind === "enter") return resendEnter(trigger, editor, original);
   state.bypass += 1;
   try {
     if (trigger.kind === "pointer") {
       dispatchClick(trigger.gesture);
     } else if (trigger.kind === "key") {
-      const handled = !trigger.control.dispatchEvent(keyEvent("keydown", trigger.init));
-      trigger.control.dispatchEvent(keyEvent("keyup", trigger.init));
-      if (!handled) /** @type {HTMLElement} */ (trigger.control).click();
+      if (!replayKey(trigger.control, trigger.init, null)) /** @type {HTMLElement} */ (trigger.control).click();
     } else if (trigger.kind === "submit") {
       const submitter = trigger.submitter && trigger.form.contains(trigger.submitter) ? trigger.submitter : undefined;
       trigger.form.requestSubmit(submitter);
-    } else {
-      const target = trigger.target instanceof Node && trigger.target.isConnected ? trigger.target : editor;
-      /** @type {HTMLElement} */ (target).focus?.();
-      const handled = !target.dispatchEvent(keyEvent("keydown", trigger.init));
-      target.dispatchEvent(keyEvent("keyup", trigger.init));
-      if (!handled) await enterNotHandled(trigger, editor, original);
     }
   } finally {
     state.bypass -= 1;
   }
+  return true;
 }
 
 /**
- * Nobody acted on the replayed Enter.
+ * Replay Enter, then decide from what the editor did: the text left (sent),
+ * the editor made a new line itself, or nobody took the key -- then the
+ * adapter's send button, a one-line field's form, or (nothing sent it) the
+ * browser's own line break.
+ * @param {Extract<Trigger, {kind: "enter"}>} trigger @param {Element} editor @param {string} original
+ * @returns {Promise<boolean>}
+ */
+async function resendEnter(trigger, editor, original) {
+  const target = trigger.target instanceof Node && trigger.target.isConnected ? trigger.target : editor;
+  const wrote = readText(editor);
+  /** @type {ReturnType<typeof replayKey>} */
+  let cancelled;
+  state.bypass += 1;
+  try {
+    /** @type {HTMLElement} */ (target).focus?.();
+    cancelled = replayKey(target, trigger.init, trigger.plain ? lineBreakType(editor) : null);
+    if (!cancelled && readText(editor) === wrote) {
+      const button = findSendButton();
+      if (button) {
+        button.click(); // a built-in site whose send button the adapter knows
+        return true;
+      }
+      if (editor instanceof HTMLInputElement && editor.form) {
+        editor.form.requestSubmit(); // Enter in a one-line field submits its form
+        return true;
+      }
+    }
+  } finally {
+    state.bypass -= 1;
+  }
+  // A page that took the key shows at once what it did with it; one that let
+  // it through may still send from a later handler (keyup, a timer).
+  const did = await editorDid(editor, wrote, cancelled ? 150 : 400);
+  if (did === "sent" || (did === "same" && cancelled)) return true;
+  await enterIsNotSend(trigger, editor, original);
+  return false;
+}
+
+/**
+ * Enter did not send here: give the person their text back as typed (with the line break, where Enter made one).
  * @param {Extract<Trigger, {kind: "enter"}>} trigger @param {Element} editor @param {string} original
  */
-async function enterNotHandled(trigger, editor, original) {
-  const button = findSendButton();
-  if (button) {
-    button.click(); // a built-in site whose send button the adapter knows
-    return;
-  }
-  if (editor instanceof HTMLInputElement && editor.form) {
-    editor.form.requestSubmit(); // Enter in a one-line field submits its form
-    return;
-  }
-  // Here Enter is not a send: give the person their text back as typed.
+async function enterIsNotSend(trigger, editor, original) {
   written.delete(editor);
   if (trigger.plain) enterIsNewline.add(editor);
   let text = original;
@@ -110,10 +195,8 @@ export function sendThroughSite(editor) {
       return "button";
     }
     /** @type {HTMLElement} */ (editor).focus?.();
-    const init = { key: "Enter", code: "Enter" };
-    const handled = !editor.dispatchEvent(keyEvent("keydown", init));
-    editor.dispatchEvent(keyEvent("keyup", init));
-    if (handled) return "enter";
+    // (No beforeinput: nothing would take a line break back out of the protected text.)
+    if (replayKey(editor, { key: "Enter", code: "Enter" }, null)) return "enter";
     const form = editor.closest("form");
     if (form) {
       form.requestSubmit();

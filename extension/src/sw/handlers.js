@@ -12,7 +12,7 @@ import { refreshAllBadges, refreshBadge, savePageCheck } from "./badge.js";
 import { composeRedeem, composeSend, openPanel } from "./compose.js";
 import { callCore } from "./core-client.js";
 import { appendHistory, clearHistory, finishReceipt, readHistory, readIndexes } from "./history.js";
-import { loadLedger, memoView, resetMemo, withMemo } from "./memo.js";
+import { loadLedger, memoView, resetMemo, withMemo, wordsSentBefore } from "./memo.js";
 import { pageSite, registerSite, siteIdFor, siteList, unregisterSite } from "./sites.js";
 import {
   loadCoreStatus,
@@ -60,10 +60,12 @@ async function protect(ext, data, sender, { failOpen = true } = {}) {
     // and RootGuard (which may draw a root's value the first time it is
     // mentioned) reads, draws and stores under its own lock inside it, so two
     // tabs can never draw one word or one value twice.
+    let before = {}; // the memo's variants as they were before this send
     const result = await withMemo(
       ext,
       text,
       async (memo, ledger) => {
+        before = structuredClone(memo);
         const callArgs = { ...args, memo, siteId, ledgerTotal: ledger.total, ledgerSite: ledger.sites[siteId] ?? null };
         if (site.mode === "text") return callCore(ext, Op.SANITIZE, callArgs, settings.coreTimeoutMs, timings);
         return ext.withLock(ROOTGUARD_LOCK, async () => {
@@ -79,11 +81,7 @@ async function protect(ext, data, sender, { failOpen = true } = {}) {
       { siteId },
     );
     const receipt = result.receipt;
-    const notice = (receipt
-      ? `Veil protected this prompt: ε = ${receipt.epsilon_per_char.toFixed(2)} per character, ${receipt.chars_perturbed} characters` +
-        (receipt.words_reused ? ` (${receipt.words_reused} word${receipt.words_reused === 1 ? "" : "s"} sent as before: nothing new revealed)` : "") +
-        (result.replacements.length ? `, ${result.replacements.length} values from RootGuard's cache` : "")
-      : `Veil replaced ${result.replacements.length} values with RootGuard's cached noisy values`) + rootguardNotice(result.replacements);
+    const notice = protectNotice(receipt, result.replacements, wordsSentBefore(before, result.memoSeen, siteId)) + rootguardNotice(result.replacements);
     timings.beforeHistory = performance.now() - started;
     const id = await appendHistory(ext, siteId, { ...base, status: "protected", sent: result.text, receipt, replacements: result.replacements, timings }, settings.historyLimit);
     // Not awaited: the reply goes out first. If the worker stops before this
@@ -281,6 +279,25 @@ function withDriftEvents(stored, state) {
 }
 
 /** What the notice adds for RootGuard: each value's ε both ways, and the numbers that drifted. */
+/**
+ * The page's notice for a protected send: ε per character, the total ε of the
+ * prompt (basic composition over every perturbed character), and the words
+ * sent as before -- only those already sent to this site (not a preview's
+ * draws, nor words another site got: this site sees those for the first time).
+ */
+export function protectNotice(receipt, replacements, sentBefore) {
+  const values = replacements?.length ? `${replacements.length} value${replacements.length === 1 ? "" : "s"} from RootGuard's cache` : "";
+  if (!receipt) return `Veil replaced ${replacements.length} values with RootGuard's cached noisy values`;
+  const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+  const total = receipt.epsilon_total_basic;
+  return (
+    `Veil protected this prompt: ε = ${receipt.epsilon_per_char.toFixed(2)} per character, ${plural(receipt.chars_perturbed, "character")}` +
+    (Number.isFinite(total) ? `, total ε ${total.toFixed(1)} (basic composition)` : "") +
+    (sentBefore ? `; ${plural(sentBefore, "word")} sent as before to this site: nothing new revealed` : "") +
+    (values ? `; ${values}` : "")
+  );
+}
+
 function rootguardNotice(replacements) {
   if (!replacements?.length) return "";
   const labels = new Map();

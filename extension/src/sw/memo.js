@@ -36,6 +36,21 @@ const keyOf = (word) => MEMO_PREFIX + word;
 // One variant per (alphabets, Latin mark slot, ε); ε compared as a number (Python writes 5.0).
 const variantKey = (v) => `${v.alphabets}|${v.marks ? 1 : 0}|${Number(v.epsilon)}`;
 
+/**
+ * How many distinct words of a send (`seen`: the core's memoSeen) went out as a
+ * draw already sent to `siteId` -- in `stored` ({word: [variant]}, as loaded
+ * before the send). A draw only shown in a preview, or sent to other sites
+ * only, is new to this site and does not count.
+ */
+export function wordsSentBefore(stored, seen, siteId) {
+  const words = new Set();
+  for (const s of seen || []) {
+    const variant = (stored[s.word] || []).find((v) => variantKey(v) === variantKey(s));
+    if (variant && (variant.sites || []).includes(siteId)) words.add(s.word);
+  }
+  return words.size;
+}
+
 /** {word: [variant]} stored for `words`. */
 export async function loadVariants(ext, words) {
   if (!words.length) return {};
