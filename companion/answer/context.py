@@ -59,6 +59,8 @@ class AnswerContext:
     budget: dict[str, Any] | None = None  # veil.budget
     citations: list[Citation] = field(default_factory=list)  # the owner's; a guest gets none
     report: dict[str, Any] | None = None  # what the context budget kept and cut
+    # document id -> the key dp_vote groups it by (its content hash; default: the id)
+    document_keys: dict[Any, str] = field(default_factory=dict)
 
 
 def admit(plan: AnswerPlan, settings: Settings, rag: RagService) -> AnswerContext:
@@ -87,6 +89,7 @@ def admit(plan: AnswerPlan, settings: Settings, rag: RagService) -> AnswerContex
         texts=[h.text for h in hits],
         budget=admission.to_dict(is_guest=plan.is_guest),
         citations=[] if plan.is_guest else citations_for(hits),
+        document_keys=dict(admission.document_keys),
     )
 
 
@@ -131,8 +134,9 @@ def chunks_context(
 def group_inputs(tokenizer: Any, plan: AnswerPlan, context: AnswerContext) -> dict[str, Any]:
     """For a defense that runs its own passes (dp_vote): documents, group prompts, public prompt.
 
-    The documents are the context's chunks with their document's id (every chunk of a
-    document lands in the same group); the public prompt is the grounded one whether or
+    The documents are the context's chunks with their document's key, its content hash
+    (every chunk of a document lands in the same group, whatever order the documents were
+    added in); the public prompt is the grounded one whether or
     not anything was retrieved, so it never depends on the documents.
     """
     from companion.rag.prompt import build_messages, build_prompt, encode_chat
@@ -149,7 +153,10 @@ def group_inputs(tokenizer: Any, plan: AnswerPlan, context: AnswerContext) -> di
     return {
         # every admitted chunk: a near-best floor would make one document's place in the
         # groups depend on another document's score
-        "documents": [(str(h.document_id), h.text) for h in context.hits],
+        "documents": [
+            (context.document_keys.get(h.document_id, str(h.document_id)), h.text)
+            for h in context.hits
+        ],
         "prompt_for": prompt_for,
         "public_prompt_ids": public,
     }

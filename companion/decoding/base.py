@@ -240,6 +240,19 @@ class Defense:
     # (an answer of ``max_tokens`` tokens), known before generation.  This is the
     # guarantee; it is also what a document's lifetime budget is charged.
     calibrated: Callable[[Any, int], list[GaussianEvent]] | None = None
+    # The same worst case for adding or removing one document *of the store* (not only of
+    # the retrieved context), where that differs: what the lifetime filter is charged.
+    # None: the calibrated events already cover it (a defense whose relation is any
+    # change of the retrieved context).
+    store_calibrated: Callable[[Any, int], list[GaussianEvent]] | None = None
+
+    def store_events(self, config: Any, max_tokens: int) -> list[GaussianEvent]:
+        """The events of one answer for adding or removing one document of the store."""
+        if not self.guarantee.formal:
+            return []
+        if self.store_calibrated is not None:
+            return self.store_calibrated(config, max_tokens)
+        return self.calibrated_events(config, max_tokens)
 
     def calibrated_events(self, config: Any, max_tokens: int) -> list[GaussianEvent]:
         """The events an answer of up to ``max_tokens`` tokens may cost ([] if not formal)."""

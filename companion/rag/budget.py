@@ -80,6 +80,9 @@ class Admission:
     charged: list[DocumentCharge] = field(default_factory=list)
     excluded: list[dict[str, Any]] = field(default_factory=list)
     exhausted_in_context: list[dict[str, Any]] = field(default_factory=list)
+    # Each context document's key (its content's SHA-256): what dp_vote groups it by, so a
+    # document's group never depends on the order documents were added in.
+    document_keys: dict[int, str] = field(default_factory=dict)
     # How the context was retrieved: mode, relevance threshold, chunks found; with a
     # "nothing" sentence when no chunk reached the threshold (the page shows it).
     retrieval: dict[str, Any] | None = None
@@ -161,6 +164,30 @@ class Admission:
         }
 
 
+def top_documents(candidates: list[Hit], k: int, keys: dict[int, str]) -> list[Hit]:
+    """The context of a formal answer: the ``k`` best documents, each as one unit (its best
+    chunk), best first.
+
+    Each chunk's place depends on that chunk and the question alone -- whether it holds an
+    identifier the question names, then its exact cosine, then its document's content
+    hash -- never on the other documents (no corpus statistics such as BM25's IDF or
+    average length, no score normalised over the candidates, no depth cap).  So a document
+    that is not a candidate changes nothing (it is charged nothing), and adding or
+    removing one candidate document moves at most one other document in or out of the top
+    ``k`` (what dp_vote's store-level accounting relies on).
+    """
+    best: dict[int, Hit] = {}
+    for hit in candidates:
+        held = best.get(hit.document_id)
+        if held is None or _place(hit, keys) < _place(held, keys):
+            best[hit.document_id] = hit
+    return sorted(best.values(), key=lambda h: _place(h, keys))[:k]
+
+
+def _place(hit: Hit, keys: dict[int, str]) -> tuple[bool, float, str, int]:
+    return (not hit.names_identifier, -hit.score, keys.get(hit.document_id, ""), hit.index)
+
+
 def planned_charge(defense: Any, max_tokens: int, flt: IndividualRdpFilter) -> float | None:
     """The RDP at the filter's order of an answer, as calibrated before generation.
 
@@ -171,7 +198,8 @@ def planned_charge(defense: Any, max_tokens: int, flt: IndividualRdpFilter) -> f
     entry = defense.defense
     if not entry.guarantee.formal:
         return None
-    events = entry.calibrated_events(defense.params, max_tokens)
+    # adding or removing one document of the store: what its lifetime must pay for
+    events = entry.store_events(defense.params, max_tokens)
     if not events or not all(isinstance(e, GaussianEvent) for e in events):
         return math.inf  # the figures shown (spent_epsilon) assume Gaussian charges
     return flt.charge_of(events)
@@ -382,20 +410,11 @@ class DocumentBudget:
                         }
                     )
             kept = [h for h in candidates if h.document_id in admitted]
-            if options.mode == "vector":
-                if options.min_score is not None:
-                    kept = [h for h in kept if h.score >= options.min_score]
-                admission.hits = kept[:k]
-            elif kept:
-                admission.hits = retrieve(
-                    self.store,
-                    query,
-                    vector,
-                    collection,
-                    k,
-                    options,
-                    within={h.chunk_id for h in kept},
-                )
+            if options.min_score is not None:  # a request's threshold only narrows them
+                kept = [h for h in kept if h.score >= options.min_score or h.names_identifier]
+            keys = {doc_id: str(row["sha256"]) for doc_id, row in docs.items()}
+            admission.hits = top_documents(kept, k, keys)
+            admission.document_keys = {d: keys[d] for d in {h.document_id for h in kept}}
             in_context = {h.document_id for h in admission.hits}
             for doc_id in sorted(admitted):
                 row = docs[doc_id]

@@ -219,7 +219,9 @@ def test_a_formal_defense_that_states_no_cost_fails_closed(tmp_path):
     """A formal defense without calibrated events charges infinity: no document is admitted."""
     flt = accounting.IndividualRdpFilter(10.0, 1e-6)
     entry = SimpleNamespace(
-        guarantee=SimpleNamespace(formal=True), calibrated_events=lambda params, n: []
+        guarantee=SimpleNamespace(formal=True),
+        calibrated_events=lambda params, n: [],
+        store_events=lambda params, n: [],
     )
     assert planned_charge(SimpleNamespace(defense=entry, params=None), 16, flt) == math.inf
     rag = _rag(tmp_path / "s.sqlite3")

@@ -255,8 +255,14 @@ def test_receipt_fields_and_document_charges_on_a_tiny_model():
     assert len(charged) == 3  # only documents are charged; the empty groups charge nobody
     assert all(d["charge_rdp"] == pytest.approx(flt.charge_of(mech.calibration.events()))
                for d in charged)  # fmt: skip
-    # The companion's lifetime budget charges dp_vote's calibrated (Gaussian) events.
-    assert planned_charge(cfg, 6, flt) == pytest.approx(flt.charge_of(mech.calibration.events()))
+    # The companion's lifetime budget charges dp_vote's calibrated events for store-level
+    # add/remove: one document can change two groups, so each release has twice its
+    # sensitivity and the Gaussian RDP four times its per-retrieved-document value.
+    per_document = flt.charge_of(mech.calibration.events())
+    assert planned_charge(cfg, 6, flt) == pytest.approx(4 * per_document)
+    assert planned_charge(cfg, 6, flt) == pytest.approx(
+        flt.charge_of(dv.store_events(mech.calibration))
+    )
 
 
 def test_dp_vote_without_its_inputs_says_what_is_missing():

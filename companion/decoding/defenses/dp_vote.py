@@ -400,16 +400,27 @@ class DpVoteMechanism:
         }
 
 
-def store_level_epsilon(calibration: Calibration, delta: float) -> float:
-    """The answer's ε against store-level add/remove when retrieval keeps the top k.
+# Adding or removing one document of the store changes at most this many groups: its own,
+# and the group of the one document it pushes out of (or lets into) the top k -- retrieval
+# under a formal defense keeps the top k *documents*, each as one unit
+# (companion/rag/budget.py), so one document can displace only one other.
+STORE_GROUPS_CHANGED = 2
 
-    Removing a document may let the (k+1)-th candidate in: two groups change, so
-    every release has twice its sensitivity (docs/methods/dprag.md, "Scope").
+
+def store_events(calibration: Calibration) -> list[GaussianEvent]:
+    """The answer's releases against store-level add/remove: each of sensitivity x2."""
+    return [
+        GaussianEvent(e.sigma, STORE_GROUPS_CHANGED * e.sensitivity) for e in calibration.events()
+    ]
+
+
+def store_level_epsilon(calibration: Calibration, delta: float) -> float:
+    """The answer's ε against store-level add/remove when retrieval keeps the top k documents.
+
+    Removing a document may let the (k+1)-th candidate document in: two groups change,
+    so every release has twice its sensitivity (docs/methods/dprag.md, "Scope").
     """
-    accountant = RdpAccountant()
-    for event in calibration.events():
-        accountant.compose(GaussianEvent(event.sigma, 2.0 * event.sensitivity))
-    return accountant.get_epsilon(delta)
+    return RdpAccountant().compose_all(store_events(calibration)).get_epsilon(delta)
 
 
 def group_prompts(
@@ -466,6 +477,10 @@ def _calibrated(config: DpVoteConfig, max_tokens: int) -> list[GaussianEvent]:
     return calibrate(config, max_tokens).events()
 
 
+def _store_calibrated(config: DpVoteConfig, max_tokens: int) -> list[GaussianEvent]:
+    return store_events(calibrate(config, max_tokens))
+
+
 def _build(config: DpVoteConfig, ctx: BuildContext) -> DpVoteMechanism:
     if ctx.model is None or ctx.prompt_for is None:
         raise InvalidParameterError(
@@ -501,6 +516,7 @@ DEFENSE = Defense(
     ),
     build=_build,
     calibrated=_calibrated,
+    store_calibrated=_store_calibrated,
     config_type=DpVoteConfig,
     two_pass=True,
     private_pass=False,
