@@ -12,7 +12,8 @@
   it beside itself when it closes and loads it again on the next first search if the
   collection's chunks are still the same ones (their count, id sum and largest id:
   ids are never reused); a write removes the saved copy at once, so a deleted
-  document's vectors do not stay on disk.
+  document's vectors do not stay on disk, and the copy written at close holds only the
+  chunks still there (``remove_ids`` takes a deleted chunk's code out of its list).
 
 ``bench/rag_bench.py`` measures both at 10k / 100k / 1M chunks
 (docs/rag/scale.md).
@@ -173,9 +174,13 @@ class IvfIndex:
         """Write the index to ``path`` (0600: quantised vectors are the documents' too)."""
         faiss = _faiss()
         partial = path.with_name(path.name + ".partial")
-        faiss.write_index(self.index, str(partial))
-        os.chmod(partial, 0o600)
-        os.replace(partial, path)
+        try:
+            faiss.write_index(self.index, str(partial))
+            os.chmod(partial, 0o600)
+            os.replace(partial, path)
+        except BaseException:  # a full disk: no half-written copy of the vectors stays
+            partial.unlink(missing_ok=True)
+            raise
 
     @classmethod
     def load(cls, path: Path, nprobe: int) -> IvfIndex:

@@ -174,3 +174,34 @@ def test_the_saved_vector_index_keeps_no_deleted_chunk(tmp_path):
     again.close()
     saved = set(_saved_ids(data).tolist())
     assert len(saved) == 450 and not saved & gone_ids and kept.chunks == 450
+
+
+def test_a_save_that_fails_leaves_no_half_written_index(tmp_path, monkeypatch):
+    """A full disk while the IVF index is written: no .partial copy of the vectors stays,
+    close() still closes, and the next open rebuilds the index from the store."""
+    import errno
+
+    import faiss
+
+    from tests.companion.test_rag_index import clustered
+
+    path = tmp_path / "s.sqlite3"
+    store = DocumentStore(path, embedding_model="t", ann_min_chunks=500)
+    vecs = clustered(600, seed=7)
+    store.add_document("big", "a.txt", b"a", "txt", {}, [(f"a{i}", 0, 1) for i in range(600)], vecs)
+    store.search("big", vecs[0], 3)
+    real = faiss.write_index
+
+    def full(index, name):
+        real(index, name)  # the bytes reach the disk, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(faiss, "write_index", full)
+    store.close()
+    folder = tmp_path / "s.sqlite3.ivf"
+    assert not folder.exists() or not any(folder.iterdir())
+    monkeypatch.undo()
+    again = DocumentStore(path, embedding_model="t", ann_min_chunks=500)
+    assert again.search("big", vecs[0], 1)[0].document == "a.txt"
+    again.close()
+    assert (folder / "big.faiss").is_file()
