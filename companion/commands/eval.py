@@ -22,6 +22,7 @@ EVALUATIONS: dict[str, str] = {
     "pad": "evals.pad",
     "dprag": "evals.dprag",
     "rag": "evals.rag",
+    "answers": "evals.answers",
 }
 
 

@@ -1,0 +1,61 @@
+"""The answers evaluation's configuration: ``SMOKE`` (CI) and ``FULL`` (docs/answers)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# How many questions of each kind (at most; fewer where the records do not have them).
+QUESTIONS: tuple[tuple[str, int], ...] = (
+    ("bug-version", 60),
+    ("uploader", 40),
+    ("date", 30),
+    ("licence", 30),
+    ("holder", 20),
+    ("source", 20),
+    ("unanswerable-bug", 20),
+    ("unanswerable-version", 15),
+    ("unanswerable-package", 15),
+)
+# (who asks, with which defense): the owner names it in the request, a guest's key fixes it.
+CELLS: tuple[tuple[str, str], ...] = (
+    ("owner", "none"),
+    ("owner", "copy_aware"),
+    ("guest", "copy_aware"),
+    ("guest", "bounded"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    models: tuple[str, ...]
+    changelog_packages: int
+    entries_per_package: int
+    copyright_packages: int
+    questions: tuple[tuple[str, int], ...]
+    cells: tuple[tuple[str, str], ...]
+    smoke: bool
+    limit: int | None = None  # ask only the first N questions (they interleave the kinds)
+    max_tokens: int = 64
+    generation_timeout_s: float = 600.0
+    seed: int = 30
+
+
+FULL = Config(
+    models=("smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct"),
+    changelog_packages=60,
+    entries_per_package=3,
+    copyright_packages=40,
+    questions=QUESTIONS,
+    cells=CELLS,
+    smoke=False,
+)
+SMOKE = Config(
+    models=("smollm2-135m-instruct",),
+    changelog_packages=8,
+    entries_per_package=3,
+    copyright_packages=6,
+    questions=tuple((kind, 1) for kind, _ in QUESTIONS),
+    cells=(("owner", "none"), ("guest", "copy_aware")),
+    smoke=True,
+    max_tokens=24,
+)
