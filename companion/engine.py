@@ -68,6 +68,12 @@ class ModelEngine:
     loaded: Any = None  # companion.models.LoadedModel
     _semaphore: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
     _waiting: int = 0
+    # The fair queue (slot()): waiting requests' tickets in arrival order, their progress
+    # listeners, and when the queue last moved (time.monotonic()).
+    _next_ticket: int = 0
+    _tickets: list[int] = field(default_factory=list)
+    _progress: dict[int, Callable[[int], Any]] = field(default_factory=dict)
+    _last_move: float = field(default_factory=time.monotonic)
     _load_lock: threading.Lock = field(default_factory=threading.Lock)
     _holder: _Holder | None = None
     _closing: bool = False
@@ -170,9 +176,27 @@ class ModelEngine:
                 "try again shortly",
             )
 
+    def queue_position(self, ticket: int) -> int:
+        """How many requests are before ``ticket``: the one generating and those waiting."""
+        ahead = sum(1 for t in self._tickets if t < ticket)
+        return ahead + (1 if self._semaphore.locked() else 0)
+
+    def _moved(self) -> None:
+        """The queue moved (a request got the model, left the queue or made progress)."""
+        self._last_move = time.monotonic()
+        for ticket, progress in list(self._progress.items()):
+            with contextlib.suppress(Exception):  # a listener's failure is not the queue's
+                progress(self.queue_position(ticket))
+
     @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """Hold the model; 503 when the queue is full or the wait times out.
+    async def slot(self, progress: Callable[[int], Any] | None = None) -> AsyncIterator[None]:
+        """Hold the model; wait in a fair first-come, first-served queue for it.
+
+        ``progress(ahead)`` is called when the request starts waiting and whenever the
+        queue moves, with the number of requests before it. A waiting request is never
+        refused while the queue moves: 503 only when ``queue_size`` requests already
+        wait, or when nothing happened for ``queue_timeout_s`` -- no request got the
+        model and the one holding it produced nothing (a stuck model).
 
         When the holder leaves while its worker thread still runs (a timeout, a
         client that went away), the worker is cancelled and the slot passes to the
@@ -180,19 +204,48 @@ class ModelEngine:
         """
         self.check_queue()
         self._waiting += 1
+        self._next_ticket += 1
+        ticket = self._next_ticket
+        self._tickets.append(ticket)
+        if progress is not None:
+            self._progress[ticket] = progress
+            with contextlib.suppress(Exception):
+                progress(self.queue_position(ticket))
+        # asyncio.Semaphore wakes its waiters in arrival order (and lets no newcomer
+        # overtake one that was woken): first come, first served.
+        acquire = asyncio.ensure_future(self._semaphore.acquire())
+        got = False
         try:
-            await asyncio.wait_for(self._semaphore.acquire(), timeout=self.queue_timeout_s)
+            while True:
+                since = self._last_move
+                await asyncio.wait({acquire}, timeout=self.queue_timeout_s)
+                if acquire.done():
+                    acquire.result()
+                    got = True
+                    break
+                if self._last_move == since:  # nothing moved for queue_timeout_s
+                    raise APIError(
+                        503,
+                        ErrorCode.BUSY,
+                        f"waited {self.queue_timeout_s:g} s for the model while the queue did "
+                        "not move (no answer ended, the running one produced nothing); try "
+                        "again",
+                    )
             if self._closing:
                 self._semaphore.release()
+                got = False
                 raise APIError(503, ErrorCode.BUSY, "the companion is stopping; try again later")
-        except TimeoutError:
-            raise APIError(
-                503,
-                ErrorCode.BUSY,
-                f"waited {self.queue_timeout_s:g} s for the model without getting it; try again",
-            ) from None
         finally:
+            if not got:
+                if acquire.done() and not acquire.cancelled() and acquire.exception() is None:
+                    if not self._closing:  # granted just as this request gave up: pass it on
+                        self._semaphore.release()
+                else:
+                    acquire.cancel()
             self._waiting -= 1
+            self._tickets.remove(ticket)
+            self._progress.pop(ticket, None)
+            self._moved()
         holder = _Holder(asyncio.get_running_loop(), self._semaphore)
         self._holder = holder
         try:
@@ -260,6 +313,7 @@ class ModelEngine:
                         "stopped; ask for fewer tokens (max_tokens) or send a shorter prompt",
                     ) from None
                 if kind == "delta":
+                    self._last_move = time.monotonic()  # the holder makes progress
                     yield value
                 elif kind == "done":
                     return
@@ -330,7 +384,9 @@ class Engine(Protocol):
 
     def check_queue(self) -> None: ...
 
-    def slot(self) -> contextlib.AbstractAsyncContextManager[None]: ...
+    def slot(
+        self, progress: Callable[[int], Any] | None = None
+    ) -> contextlib.AbstractAsyncContextManager[None]: ...
 
     def run_stream(self, work: Callable[[threading.Event], Any]) -> AsyncIterator[str]: ...
 

@@ -8,11 +8,20 @@ streamed chunk.
 
 from __future__ import annotations
 
+import difflib
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 from companion.decoding.registry import DEFAULT_DEFENSE, DEFENSES, check_name
+from companion.errors import APIError, ErrorCode
 
 # Retrieval options, the same for chat and search (defaults: the companion's settings).
 RetrievalMode = Annotated[
@@ -48,8 +57,72 @@ class ChatMessage(BaseModel):
         return "".join(part.text for part in self.content)
 
 
+# Fields OpenAI clients send that the companion accepts and does not act on: the
+# response says which in its ``X-Veil-Ignored`` header (and never refuses them).
+OPENAI_IGNORED = (
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "functions",
+    "function_call",
+    "response_format",
+    "logprobs",
+    "top_logprobs",
+    "logit_bias",
+    "user",
+    "metadata",
+    "store",
+    "reasoning_effort",
+    "reasoning",
+    "modalities",
+    "audio",
+    "prediction",
+    "service_tier",
+    "web_search_options",
+    "verbosity",
+    "prompt_cache_key",
+    "safety_identifier",
+)
+# Veil's own fields: an unknown field that looks like one of these (a typo such as
+# "colection" or "defence") is a 400, so a misspelled privacy setting never passes silently.
+VEIL_FIELDS = (
+    "collection",
+    "conversation_id",
+    "retrieval_query",
+    "retrieval_top_k",
+    "retrieval_mode",
+    "retrieval_min_score",
+    "defense",
+    "defense_params",
+)
+_VEIL_PREFIXES = ("veil", "retrieval", "defen", "collection", "conversation")
+
+
+def looks_like_veil_field(name: str) -> str | None:
+    """The Veil field an unknown request field was probably meant to be, or None."""
+    lowered = name.lower()
+    close = difflib.get_close_matches(lowered, VEIL_FIELDS, n=1, cutoff=0.75)
+    if close:
+        return close[0]
+    if lowered.startswith(_VEIL_PREFIXES):
+        return next((f for f in VEIL_FIELDS if lowered.startswith(f[:5])), "defense")
+    return None
+
+
 class ChatCompletionRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """OpenAI's chat request and Veil's fields.
+
+    Real clients send more than the companion uses (Open WebUI its default ``tools``,
+    the SDKs ``stream_options``, ``user``, ``metadata`` ...): every field the companion
+    does not act on -- OpenAI's (:data:`OPENAI_IGNORED`), a sampling knob it does not
+    implement (``top_p`` other than 1, non-zero penalties) or a client's own extra field --
+    is accepted and named in the ``X-Veil-Ignored`` response header. Only an unknown
+    field that looks like one of Veil's own (a typo of ``collection``, ``defense``,
+    ``retrieval_*`` ...) is a 400: a misspelled privacy setting must not pass silently.
+    """
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": True})
+    _ignored: list[str] = PrivateAttr(default_factory=list)
 
     model: str | None = Field(
         None,
@@ -60,17 +133,32 @@ class ChatCompletionRequest(BaseModel):
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0.0, le=2.0)
-    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_p: float | None = Field(
+        None, gt=0.0, le=1.0, description="accepted; only 1 is applied (else ignored)"
+    )
     n: int | None = Field(None, ge=1, le=1, description="only n=1 is supported")
     stream: bool = False
-    stream_options: dict[str, Any] | None = None
+    stream_options: dict[str, Any] | None = Field(
+        None, description="accepted; the final streamed chunk always carries usage"
+    )
     stop: str | list[str] | None = None
     seed: int | None = None
     user: str | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
+    frequency_penalty: float | None = Field(
+        None, description="accepted; only 0 is applied (else ignored)"
+    )
+    presence_penalty: float | None = Field(
+        None, description="accepted; only 0 is applied (else ignored)"
+    )
     metadata: dict[str, Any] | None = None
     store: bool | None = None
+    tools: list[Any] | None = Field(None, description="accepted and ignored (no tool calls)")
+    tool_choice: Any = Field(None, description="accepted and ignored")
+    parallel_tool_calls: bool | None = Field(None, description="accepted and ignored")
+    response_format: Any = Field(None, description="accepted and ignored (plain text)")
+    logprobs: bool | None = Field(None, description="accepted and ignored (logprobs: null)")
+    top_logprobs: int | None = Field(None, description="accepted and ignored")
+    reasoning_effort: str | None = Field(None, description="accepted and ignored")
     # Veil's extensions
     collection: str | None = Field(
         None,
@@ -102,19 +190,39 @@ class ChatCompletionRequest(BaseModel):
     def _defense(cls, value: str) -> str:
         return check_name(value)
 
-    @field_validator("top_p")
-    @classmethod
-    def _top_p(cls, value: float | None) -> float | None:
-        if value is not None and value != 1.0:
-            raise ValueError("top_p is not supported (only 1); use temperature or a defense")
-        return value
+    @model_validator(mode="after")
+    def _unused(self) -> ChatCompletionRequest:
+        """Refuse a misspelled Veil field; list every field that is accepted and not used."""
+        extra = dict(self.__pydantic_extra__ or {})
+        for name in extra:
+            meant = looks_like_veil_field(name)
+            if meant is not None:  # an APIError passes pydantic through, with its param
+                raise APIError(
+                    400,
+                    ErrorCode.INVALID_REQUEST,
+                    f"unknown field {name!r}: did you mean {meant!r}? (Veil's fields are "
+                    + ", ".join(VEIL_FIELDS)
+                    + ")",
+                    name,
+                )
+        ignored = [
+            name
+            for name in self.model_fields_set
+            if name in OPENAI_IGNORED and getattr(self, name) not in (None, False, [], {})
+        ]
+        if self.top_p is not None and self.top_p != 1.0:
+            ignored.append("top_p")
+        for name in ("frequency_penalty", "presence_penalty"):
+            if getattr(self, name) not in (None, 0, 0.0):
+                ignored.append(name)
+        ignored += sorted(extra)
+        order = {name: i for i, name in enumerate(OPENAI_IGNORED)}
+        self._ignored = sorted(set(ignored), key=lambda n: (order.get(n, len(order)), n))
+        return self
 
-    @field_validator("frequency_penalty", "presence_penalty")
-    @classmethod
-    def _penalties(cls, value: float | None) -> float | None:
-        if value not in (None, 0, 0.0):
-            raise ValueError("frequency/presence penalties are not supported (only 0)")
-        return value
+    def ignored_fields(self) -> list[str]:
+        """The request's fields the companion accepted and did not act on."""
+        return list(self._ignored)
 
     @model_validator(mode="after")
     def _last_is_user(self) -> ChatCompletionRequest:

@@ -7,7 +7,10 @@ generation, receipt and what a guest may see -- is :mod:`companion.answer`'s.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -186,7 +189,9 @@ async def chat_completions(
                 pass
         result, veil, usage = answer.parts()
         await run_in_threadpool(_save, conversations, plan, result.text, veil)
-        return JSONResponse(_completion(plan, model_id, result, veil, usage))
+        return JSONResponse(
+            _completion(plan, model_id, result, veil, usage), headers=_ignored_header(body)
+        )
     # A full queue is a proper 503 before the stream starts; the model itself is taken
     # inside the stream, so a client that never reads the stream cannot hold it.
     engine.check_queue()
@@ -195,8 +200,14 @@ async def chat_completions(
     return StreamingResponse(
         _sse(plan, engine, _Answer(engine, plan, context), model_id, conversations),
         media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **_ignored_header(body)},
     )
+
+
+def _ignored_header(body: ChatCompletionRequest) -> dict[str, str]:
+    """``X-Veil-Ignored: tools, tool_choice``: the fields accepted and not acted on."""
+    ignored = body.ignored_fields()
+    return {"X-Veil-Ignored": ", ".join(ignored)} if ignored else {}
 
 
 def _charge(plan: AnswerPlan, keys: Any) -> None:
@@ -218,11 +229,45 @@ def _completion(
                 "index": 0,
                 "message": {"role": "assistant", "content": result.text},
                 "finish_reason": answer_result.finish_reason(result),
+                "logprobs": None,
             }
         ],
         "usage": usage,
         "veil": veil,
     }
+
+
+QUEUE_KEEPALIVE_S = 10.0  # a waiting stream says where it stands at least this often
+
+
+async def _wait_for_slot(engine: Engine, held: contextlib.AsyncExitStack) -> AsyncIterator[str]:
+    """Take the model slot into ``held``; while waiting, yield SSE comments
+    (``: queued, 2 ahead``) each time the queue moves, and at least every
+    QUEUE_KEEPALIVE_S. OpenAI clients skip comment lines."""
+    if not hasattr(engine, "queue_position"):  # a test's engine without the fair queue
+        await held.enter_async_context(engine.slot())
+        return
+    positions: asyncio.Queue[int] = asyncio.Queue()
+    entering = asyncio.ensure_future(held.enter_async_context(engine.slot(positions.put_nowait)))
+    told: int | None = None
+    told_at = time.monotonic()
+    try:
+        while True:
+            await asyncio.wait({entering}, timeout=0.1)
+            if entering.done():
+                break
+            ahead = told
+            while not positions.empty():
+                ahead = positions.get_nowait()
+            if ahead != told or time.monotonic() - told_at >= QUEUE_KEEPALIVE_S:
+                told, told_at = ahead, time.monotonic()
+                yield f": queued, {ahead} ahead\n\n"
+        entering.result()  # the slot, or its 503
+    finally:
+        if not entering.done():  # the client went away while waiting: leave the queue
+            entering.cancel()
+            with contextlib.suppress(BaseException):
+                await entering
 
 
 def _event(payload: dict[str, Any] | str) -> str:
@@ -247,7 +292,9 @@ async def _sse(
 ) -> AsyncIterator[str]:
     yield _event(_chunk(plan, model_id, {"role": "assistant", "content": ""}, None))
     try:
-        async with engine.slot():
+        async with contextlib.AsyncExitStack() as held:
+            async for comment in _wait_for_slot(engine, held):
+                yield comment
             async for delta in engine.run_stream(answer.work):
                 yield _event(_chunk(plan, model_id, {"content": delta}, None))
     except APIError as exc:

@@ -164,8 +164,9 @@ def test_defenses_route_lists_the_registry(client):
             "defense_params",
         ),
         ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 100000}, "max_tokens"),
-        ({"messages": [{"role": "user", "content": "hi"}], "top_p": 0.5}, "top_p"),
-        ({"messages": [{"role": "user", "content": "hi"}], "surprise": 1}, "surprise"),
+        ({"messages": [{"role": "user", "content": "hi"}], "top_p": 1.5}, "top_p"),
+        # a misspelled Veil field (another unknown field is accepted: X-Veil-Ignored)
+        ({"messages": [{"role": "user", "content": "hi"}], "colection": "a"}, "colection"),
     ],
 )
 def test_malformed_chat_requests_get_a_clear_400(client, body, param):
