@@ -1,6 +1,6 @@
 """Run ``veil eval answers``: the companion's own HTTP API, in process, per model.
 
-The documents are uploaded with ``POST /v1/documents`` into one collection; guest keys
+The documents are stored as ``veil ingest`` stores them, into one collection; guest keys
 are made with ``POST /v1/keys``; every question is a streamed
 ``POST /v1/chat/completions`` -- the owner's with the defense named in the request, a
 guest's with the key's -- so retrieval, admission, the prompt, the defense and the
@@ -89,18 +89,16 @@ def _cited(question: Question, veil: dict[str, Any]) -> bool | None:
     return any(c.get("document") == question.document for c in veil.get("citations") or [])
 
 
-def _upload(client: Any, token: str, corpus: Corpus, batch: int = 25) -> None:
-    headers = {"Authorization": f"Bearer {token}"}
-    docs = corpus.documents
-    for start in range(0, len(docs), batch):
-        files = [
-            ("files", (d.name, d.text.encode(), "text/plain")) for d in docs[start : start + batch]
-        ]
-        response = client.post(
-            "/v1/documents", files=files, data={"collection": COLLECTION}, headers=headers
-        )
-        if response.status_code != 200:
-            raise RuntimeError(f"upload failed: {response.status_code} {response.text[:300]}")
+def _ingest(app: Any, corpus: Corpus) -> None:
+    """Store the documents the way ``veil ingest`` does (the companion's RagService).
+
+    The upload route reads each file in a child process of its own; for some hundred
+    small text files that costs minutes on a loaded machine and measures nothing this
+    evaluation is about, so the store is filled in process with the same chunking,
+    embedder and store.
+    """
+    for document in corpus.documents:
+        app.state.rag.ingest(document.name, document.text.encode(), COLLECTION)
 
 
 def _load(client: Any, token: str, model: str, timeout_s: float) -> float:
@@ -195,7 +193,7 @@ def run_evaluation(
                 owner = app.state.token
                 if index == 0:
                     t0 = time.perf_counter()
-                    _upload(client, owner, corpus)
+                    _ingest(app, corpus)
                     results["ingest_s"] = round(time.perf_counter() - t0, 1)
                     keys = {}
                     for principal, defense in config.cells:

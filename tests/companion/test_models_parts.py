@@ -65,3 +65,26 @@ def test_a_missing_part_is_named(parts, monkeypatch):
     with pytest.raises(InvalidParameterError, match="veil_test_part_absent"):
         models.part_gguf_path("test-model")
     assert "test-model" not in [e.id for e in models.model_catalog()]
+
+
+def test_a_large_gguf_keeps_a_bfloat16_copy_that_loads_in_float32(tmp_path):
+    """The copy of a >= 400 M parameter GGUF is bfloat16 (half the disk) and reloads."""
+    import torch
+    from safetensors import safe_open
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from companion.audit.tiny import make_tiny_model
+
+    folder = make_tiny_model(tmp_path / "tiny")
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    target = tmp_path / "copy"
+    models._save_dequantized(model, tokenizer, target, "bfloat16")
+    assert next(model.parameters()).dtype == torch.float32  # the loaded model is unchanged
+    with safe_open(str(target / "model.safetensors"), "pt") as saved:
+        names = saved.keys()
+        assert names and all(saved.get_tensor(k).dtype == torch.bfloat16 for k in names)
+    assert models._saved(target)
+    again = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
+    assert next(again.parameters()).dtype == torch.float32
+    assert models.BF16_COPY_PARAMETERS > 268_000_000  # the bundled Gemma keeps float32
