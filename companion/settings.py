@@ -180,7 +180,8 @@ class Settings(BaseSettings):
     max_compression_ratio: float = Field(
         default=100.0,
         gt=1.0,
-        description="a .docx: most a member over 1 MiB may expand (uncompressed/compressed)",
+        description="most a .docx member over 1 MiB, or a PDF's drawing instructions over "
+        "1 MiB, may expand (uncompressed/compressed)",
     )
     max_archive_members: int = Field(default=2000, ge=1, description="a .docx: most files inside")
     max_xml_elements: int = Field(

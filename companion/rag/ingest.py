@@ -24,7 +24,9 @@ read, and a file past one gets :class:`DocumentLimitError` (the upload route ans
 413) naming the limit and what to do: a .docx is checked before it is opened (its
 members, the sum of their uncompressed sizes and each member's compression ratio,
 from the zip directory, which Python's zipfile holds the data to; then the XML
-elements of its parts, counted while streaming them), and OCR reads each distinct
+elements of its parts, counted while streaming them), a PDF whose pages' drawing
+instructions expand past the same ratio is refused before pypdf parses them, and OCR
+reads each distinct
 image once (its stored bytes hashed), at most ``ocr_max_images`` of them per file
 within ``ocr_timeout_s`` (Tesseract is stopped when that is spent).  Memory, CPU and
 wall-clock limits are the parsing process's (:mod:`companion.rag.parse_worker`).
@@ -70,7 +72,7 @@ class DocumentLimits:
     """What reading one file may cost besides its text (settings of the same names)."""
 
     max_unpacked_bytes: int = 100 * MIB  # a .docx: sum of its members' uncompressed sizes
-    max_compression_ratio: float = 100.0  # a .docx member over 1 MiB: uncompressed/compressed
+    max_compression_ratio: float = 100.0  # a .docx member, a PDF's pages: unpacked/stored
     max_archive_members: int = 2000  # a .docx: files inside the zip
     max_xml_elements: int = 1_000_000  # a .docx: XML elements over all its parts
     ocr_max_images: int = 100  # distinct images read by OCR per file
@@ -423,7 +425,9 @@ def _pdf(data: bytes, name: str, budget: _Budget, limits: DocumentLimits) -> Ext
     can_ocr: bool | None = None
     to_ocr: dict[int, list[tuple[Any, str]]] = {}  # page number -> its images and hashes
     distinct: set[str] = set()
+    drawn = [0, 0]  # bytes of the pages' content streams so far: decoded, as stored
     for number, page in enumerate(reader.pages, 1):
+        _check_contents(page, drawn, name, limits)
         text = _tidy(page.extract_text(visitor_text=count) or "")
         if not text and _has_images(page):
             if can_ocr is None:
@@ -481,6 +485,32 @@ def _pdf(data: bytes, name: str, budget: _Budget, limits: DocumentLimits) -> Ext
         meta["unread_pages"] = scanned
         meta["unread_reason"] = f"scanned pages without OCR; {OCR_INSTALL}"
     return ExtractedText("".join(parts), "pdf", meta, tuple(sections))
+
+
+def _check_contents(page: Any, drawn: list[int], name: str, limits: DocumentLimits) -> None:
+    """Refuse a PDF whose pages' drawing instructions, all together so far, expand past
+    ``max_compression_ratio`` (a text bomb: a few KB that pypdf would take minutes to
+    parse), before the page's text is extracted.  The decoded streams are pypdf's own,
+    kept for the extraction that follows."""
+    contents = page.get("/Contents")
+    if contents is None:
+        return
+    contents = contents.get_object()
+    streams = list(contents) if isinstance(contents, list) else [contents]
+    for stream in streams:
+        stream = stream.get_object()
+        raw = getattr(stream, "_data", None)
+        if not hasattr(stream, "get_data") or not isinstance(raw, bytes):
+            continue
+        drawn[0] += len(stream.get_data())
+        drawn[1] += len(raw)
+    ratio = drawn[0] / max(drawn[1], 1)
+    if drawn[0] > RATIO_FLOOR and ratio > limits.max_compression_ratio:
+        raise DocumentLimitError(
+            f"{name}: the PDF's drawing instructions expand {ratio:,.0f} times when unpacked, "
+            f"more than {limits.max_compression_ratio:g} (max_compression_ratio): a "
+            "decompression bomb; print it to a new PDF or save its text, and upload that"
+        )
 
 
 def _has_images(page: Any) -> bool:

@@ -53,6 +53,13 @@ def _parsers_left() -> list[psutil.Process]:
     return found
 
 
+def _is_tesseract(process: psutil.Process) -> bool:
+    try:
+        return "tesseract" in process.name()
+    except psutil.Error:
+        return False
+
+
 def _wait_gone(seconds: float = 3.0) -> list[psutil.Process]:
     deadline = time.monotonic() + seconds
     while (left := _parsers_left()) and time.monotonic() < deadline:
@@ -142,10 +149,29 @@ def test_the_child_reads_real_documents_exactly_as_in_process(name, make):
 
 def test_the_childs_refusals_keep_their_class_and_message():
     """A text limit stays DocumentTooLargeError, an unreadable file InvalidParameterError."""
-    with pytest.raises(DocumentTooLargeError, match=r"^bomb\.pdf: .*10,000 characters"):
-        _parse("bomb.pdf", text_bomb_pdf(), ParseLimits(max_chars=10_000))
+    with pytest.raises(DocumentTooLargeError, match=r"^long\.pdf: .*10,000 characters"):
+        _parse("long.pdf", _long_pdf(), ParseLimits(max_chars=10_000))
     with pytest.raises(ValueError, match=r"^junk\.pdf: not a readable PDF"):
         _parse("junk.pdf", b"%PDF-1.4\n" + b"\x00garbage" * 100)
+
+
+def _long_pdf() -> bytes:
+    return pdf_pages(
+        [f"Page {i} of the gout clinic letter, lorem ipsum dolor." for i in range(400)]
+    )
+
+
+def test_a_pdf_text_bomb_is_refused_by_its_compression_ratio():
+    """The probe's text bomb (36 KB drawing 200,000 text runs) is refused before pypdf
+    parses its operators (that took ~90 s in the child); a relaxed ratio reaches the text
+    limit as before."""
+    with pytest.raises(
+        DocumentLimitError, match=r"^bomb\.pdf: .*expand 3\d\d times.*max_compression"
+    ):
+        extract_text("bomb.pdf", text_bomb_pdf())
+    relaxed = DocumentLimits(max_compression_ratio=1e9)
+    with pytest.raises(DocumentTooLargeError, match="10,000 characters"):
+        extract_text("bomb.pdf", text_bomb_pdf(), max_chars=10_000, limits=relaxed)
 
 
 def test_a_bomb_past_the_memory_limit_is_refused_by_the_childs_rlimit(bomb):
@@ -160,7 +186,7 @@ def test_a_bomb_past_the_memory_limit_is_refused_by_the_childs_rlimit(bomb):
 
 def test_a_parser_past_its_time_is_killed():
     """A text bomb read with a huge text limit passes parse_timeout_s: refused, child gone."""
-    limits = ParseLimits(max_chars=100_000_000, timeout_s=1.0)
+    limits = ParseLimits(max_chars=100_000_000, document=RELAXED, timeout_s=1.0)
     started = time.monotonic()
     with pytest.raises(DocumentLimitError, match=r"longer than 1 s \(parse_timeout_s\)"):
         _parse("bomb.pdf", text_bomb_pdf(400_000), limits)
@@ -175,7 +201,7 @@ def test_a_parse_whose_client_left_is_killed():
     async def gone() -> bool:
         return time.monotonic() - started > 0.5
 
-    limits = ParseLimits(max_chars=100_000_000)
+    limits = ParseLimits(max_chars=100_000_000, document=RELAXED)
     with pytest.raises(ClientGoneError):
         _parse("bomb.pdf", text_bomb_pdf(400_000), limits, cancelled=gone)
     assert not _wait_gone()
@@ -229,6 +255,23 @@ def test_ocr_past_its_time_is_refused(monkeypatch):
         )
 
 
+@needs_ocr
+def test_a_cancelled_ocr_kills_tesseract_with_the_child():
+    """Tesseract runs in the child's process group: cancelling the parse kills it too."""
+    seen = []
+    started = time.monotonic()
+
+    async def gone() -> bool:
+        seen.extend(p for p in _parsers_left() if _is_tesseract(p))
+        return bool(seen) or time.monotonic() - started > 30
+
+    data = scan_pdf([f"Letter {i} about gout and rest" for i in range(12)])
+    with pytest.raises(ClientGoneError):
+        _parse("scan.pdf", data, cancelled=gone)
+    assert seen, "Tesseract never ran"
+    assert not _wait_gone()
+
+
 def test_a_scan_without_ocr_is_still_listed_as_unread(monkeypatch):
     """Without Tesseract nothing changes: the scanned pages are named, a text page is read."""
     monkeypatch.setattr(ingest_module, "ocr_available", lambda: False)
@@ -264,14 +307,17 @@ def test_an_uploaded_docx_bomb_is_a_413_naming_the_file_and_limit(client, bomb):
     assert client.get("/v1/documents").json() == []
 
 
-def test_an_uploaded_text_bomb_is_still_a_400_at_the_text_limit(tmp_path):
-    """The PDF text bomb stops at max_document_chars, as before, in the child."""
+def test_an_uploaded_pdf_over_the_text_limit_is_still_a_400(tmp_path):
+    """A long PDF stops at max_document_chars, as before, in the child; the bomb is a 413."""
     app = plain_app(tmp_path, max_document_chars=10_000)
     with TestClient(app, base_url=BASE) as client:
         client.headers["Authorization"] = f"Bearer {app.state.token}"
-        r = _upload(client, "bomb.pdf", text_bomb_pdf())
+        r = _upload(client, "long.pdf", _long_pdf())
         assert r.status_code == 400, r.text
         assert "10,000 characters" in r.json()["error"]["message"]
+        r = _upload(client, "bomb.pdf", text_bomb_pdf())
+        assert r.status_code == 413, r.text
+        assert "max_compression_ratio" in r.json()["error"]["message"]
 
 
 @needs_ocr

@@ -23,7 +23,13 @@ TIMEOUT = 1.0  # header_timeout_s in these tests
 def server(tmp_path_factory):
     port = free_port()
     home = tmp_path_factory.mktemp("home")
-    app = plain_app(home, port=port, header_timeout_s=TIMEOUT, max_document_chars=50_000_000)
+    app = plain_app(  # a text bomb that is slow to read (not refused by its ratio)
+        home,
+        port=port,
+        header_timeout_s=TIMEOUT,
+        max_document_chars=50_000_000,
+        max_compression_ratio=1e9,
+    )
     with serve_like_veil(app, port) as url:
         yield url, port, app.state.token
 
