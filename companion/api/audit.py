@@ -334,9 +334,14 @@ async def setup_status(
     Read from the setup folder without waiting for any job (opening the model the
     first time takes a few seconds, in a worker thread).
     """
+    return await asyncio.to_thread(_setup_status, service, model, layer)
+
+
+def _setup_status(service: Any, model: str | None, layer: int) -> dict[str, Any]:
+    """What GET /setup answers, read in a worker thread (files, the model's first opening)."""
     from companion.audit.ranker import is_ready, setup_dir
 
-    target = await asyncio.to_thread(_target, service, model, layer)
+    target = _target(service, model, layer)
     ready = is_ready(target)
     meta: dict[str, Any] | None = None
     if ready:
@@ -368,9 +373,13 @@ class SetupBody(BaseModel):
 async def start_setup(service: AuditJobsDep, body: SetupBody | None = None) -> JSONResponse:
     """Queue the per-model setup (or return the one already queued or running); 202."""
     body = body or SetupBody()
-    await asyncio.to_thread(_target, service, body.model, body.layer)
+
+    def submit() -> Any:  # in a worker thread: opening the model, the job manager's locks
+        _target(service, body.model, body.layer)
+        return service.submit_setup(model=body.model, layer=body.layer, force=body.force)
+
     try:
-        job = service.submit_setup(model=body.model, layer=body.layer, force=body.force)
+        job = await asyncio.to_thread(submit)
     except QueueFullError as exc:
         raise _queue_full(exc) from None
     except VeilError as exc:
