@@ -40,6 +40,7 @@ import { renderOff } from "./content/notice.js";
 import { reportCheck, siteCheck } from "./content/page-check.js";
 import { composeInsert } from "./content/panel-insert.js";
 import { afterGuardBlocked, noteActivation } from "./content/recover.js";
+import { latestReply } from "./content/reply.js";
 import { intercepting, siteId, state } from "./content/state.js";
 import { editableRoot, editorKind, readText } from "./editors.js";
 import { ErrorCode } from "./errors.js";
@@ -95,6 +96,8 @@ function listenToWorker() {
     if (msg.type === Msg.GET_DRAFT) {
       const editor = editorInfo().editor;
       sendResponse(ok({ text: editor ? readText(editor) : "", editorKind: editorKind(editor), siteId: siteId() }));
+    } else if (msg.type === Msg.GET_REPLY) {
+      sendResponse(ok(latestReply()));
     } else if (msg.type === Msg.SITE_CHECK) {
       reportCheck();
       sendResponse(ok(siteCheck()));

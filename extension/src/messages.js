@@ -42,6 +42,8 @@ export const Msg = Object.freeze({
   COMPOSE_INSERT: "compose-insert",
   COMPOSE_REDEEM: "compose-redeem",
   OPEN_PANEL: "open-panel",
+  GET_REPLY: "get-reply",
+  RESTORE_REPLY: "restore-reply",
 });
 
 // Senders: "content" (the content script), "offscreen" (the offscreen page),
@@ -293,6 +295,24 @@ export const SCHEMA = Object.freeze({
     target: Target.BACKGROUND,
     data: {},
     reply: { where: '"side-panel", or "window" where Chrome refused sidePanel.open (no user gesture): the same page in a window of its own' },
+  },
+  // The reply in the person's words, in Veil's side panel only (restore.js).
+  [Msg.GET_REPLY]: {
+    from: ["pages"],
+    target: Target.CONTENT,
+    data: {},
+    reply: { text: "the text of the page's latest reply (\"\" when none)", count: "how many replies the page shows", index: "which one `text` is (1-based; the latest)" },
+  },
+  [Msg.RESTORE_REPLY]: {
+    from: ["pages"],
+    target: Target.BACKGROUND,
+    data: { siteId: "the reply's site (its draws and RootGuard values)", text: "the reply as the page shows it" },
+    reply: {
+      segments: '[{kind: "plain" | "word" | "close" | "value", text, original?, sent?}] (restore.js)',
+      words: "draws mapped back to the person's word",
+      close: "close matches (a half-restored word)",
+      values: "RootGuard values shown as sent and as true",
+    },
   },
 });
 

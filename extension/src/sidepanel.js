@@ -165,6 +165,61 @@ async function sendPrompt() {
   }
 }
 
+// ---------------------------------------------------------------- the reply in the person's words
+
+let replyShown = null; // the reply text last restored (the page is asked again every 2 s)
+
+/** The tab's latest reply (read by the content script; nothing is written into the page). */
+async function pageReply() {
+  try {
+    const reply = await ext.tabs.send(tabId, message(Msg.GET_REPLY, Target.CONTENT, {}));
+    return reply?.ok ? reply.data : null;
+  } catch {
+    return null;
+  }
+}
+
+/** @param {Array<{kind: string, text: string, original?: string, sent?: string}>} segments */
+function renderReply(segments) {
+  const nodes = segments.map((s) => {
+    if (s.kind === "plain") return document.createTextNode(s.text);
+    const title =
+      s.kind === "word" ? `sent as “${s.sent}”` : s.kind === "close" ? `the reply has “${s.sent}”, close to what Veil sent for your word` : `sent as ${s.sent}; your value is ${s.original}`;
+    return el("mark", { class: s.kind === "word" ? "restored" : s.kind, title }, s.text);
+  });
+  $("reply").replaceChildren(...nodes);
+}
+
+async function showReply() {
+  if (!tabId || !siteId) return;
+  const found = await pageReply();
+  if (!found) {
+    $("reply-which").textContent = "Veil cannot read this page's replies (is it running in that tab?).";
+    return;
+  }
+  if (!found.text) {
+    $("reply-which").textContent = "No reply on the page yet.";
+    $("reply").hidden = true;
+    replyShown = null;
+    return;
+  }
+  if (found.text === replyShown) return;
+  const restored = await send(Msg.RESTORE_REPLY, { siteId, text: found.text });
+  replyShown = found.text;
+  const which = found.count > 1 ? `reply ${found.index} of ${found.count} on the page (the latest)` : "the page's only reply";
+  const what = [`${restored.words} word${restored.words === 1 ? "" : "s"} restored`, restored.close ? `${restored.close} close` : "", restored.values ? `${restored.values} value${restored.values === 1 ? "" : "s"}` : ""];
+  $("reply-which").textContent = `Showing ${which}: ${what.filter(Boolean).join(", ")}.`;
+  renderReply(restored.segments);
+  $("reply").hidden = false;
+  document.body.dataset.reply = String(found.index);
+}
+
+$("reply-refresh").addEventListener("click", () => {
+  replyShown = null;
+  showReply().catch(showError);
+});
+setInterval(() => showReply().catch(() => {}), 2000);
+
 $("compose").addEventListener("input", () => {
   updateSend();
   refreshPreview();
@@ -182,6 +237,7 @@ ext.storage.onChanged((changes, area) => {
 
 refreshState()
   .then(preview)
+  .then(() => showReply().catch(() => {}))
   .catch(showError)
   .finally(() => {
     document.body.dataset.ready = "true";

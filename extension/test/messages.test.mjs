@@ -88,6 +88,7 @@ test("privileged types are the ones the extension's pages send to the worker", (
       Msg.GET_STATE, Msg.SET_SITE, Msg.ADD_SITE, Msg.REMOVE_SITE, Msg.SET_GLOBAL, Msg.PREVIEW,
       Msg.EXPLAIN, Msg.CLEAR_HISTORY, Msg.GET_HISTORY, Msg.ROOTGUARD_SAVE, Msg.ROOTGUARD_RESET,
       Msg.ROOTGUARD_EXPORT, Msg.ROOTGUARD_IMPORT, Msg.ROOTGUARD_ADD, Msg.COMPOSE_SEND, Msg.MEMO_STATE, Msg.MEMO_RESET, Msg.LEDGER_STATE,
+      Msg.RESTORE_REPLY,
     ].sort(),
   );
 });

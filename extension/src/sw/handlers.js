@@ -6,13 +6,14 @@
 import { Op } from "../core-ops.js";
 import { badRequest, ErrorCode, errorCode, errorText } from "../errors.js";
 import { envelopeError, fail, isExtensionPage, Msg, ok, PRIVILEGED, SCHEMA, Target } from "../messages.js";
+import { restoreReply } from "../restore.js";
 import { effectiveHeader, patchSite } from "../settings.js";
 import { customSiteId, GENERIC_ADAPTER, parseCustomOrigin } from "../sites.js";
 import { refreshAllBadges, refreshBadge, savePageCheck } from "./badge.js";
 import { composeRedeem, composeSend, openPanel } from "./compose.js";
 import { callCore } from "./core-client.js";
 import { appendHistory, clearHistory, finishReceipt, readHistory, readIndexes } from "./history.js";
-import { loadLedger, memoView, resetMemo, withMemo, wordsSentBefore } from "./memo.js";
+import { drawsSentTo, loadLedger, memoView, resetMemo, withMemo, wordsSentBefore } from "./memo.js";
 import { pageSite, registerSite, siteIdFor, siteList, unregisterSite } from "./sites.js";
 import {
   loadCoreStatus,
@@ -443,7 +444,32 @@ export const HANDLERS = Object.freeze({
   [Msg.COMPOSE_SEND]: (ext, data) => composeSend(ext, data, { protect }),
   [Msg.COMPOSE_REDEEM]: composeRedeem,
   [Msg.OPEN_PANEL]: openPanel,
+  [Msg.RESTORE_REPLY]: restoreReplyOf,
 });
+
+// ---------------------------------------------------------------- the reply in the person's words
+
+/**
+ * The side panel's reply restored (restore.js): every draw the word memo sent
+ * to this site mapped back to its word, every RootGuard value of this site's
+ * history shown as sent and as true. Only Veil's pages may ask (PRIVILEGED):
+ * the answer holds originals.
+ */
+async function restoreReplyOf(ext, data) {
+  const siteId = String(data.siteId || "");
+  const text = String(data.text ?? "");
+  if (!siteId) throw badRequest("restore-reply needs a siteId");
+  const draws = await drawsSentTo(ext, siteId);
+  const values = [];
+  for (const entry of await readHistory(ext, siteId)) {
+    for (const r of entry.replacements || []) {
+      if (typeof r.replacement === "string" && typeof r.original === "string") values.push([r.replacement, r.original]);
+    }
+  }
+  const segments = restoreReply(text, { draws, values });
+  const count = (kind) => segments.filter((s) => s.kind === kind).length;
+  return { segments, words: count("word"), close: count("close"), values: count("value") };
+}
 
 /** Why `sender` may not send `type`, or null when it may. */
 function forbidden(ext, type, sender) {

@@ -51,6 +51,17 @@ export function wordsSentBefore(stored, seen, siteId) {
   return words.size;
 }
 
+/** [sent, word] for every draw the memo holds that was sent to `siteId` (not a preview's). */
+export async function drawsSentTo(ext, siteId) {
+  const all = await ext.storage.local.get(null);
+  const out = [];
+  for (const [key, variants] of Object.entries(all)) {
+    if (!key.startsWith(MEMO_PREFIX) || !Array.isArray(variants)) continue;
+    for (const v of variants) if (typeof v.sent === "string" && (v.sites || []).includes(siteId)) out.push([v.sent, key.slice(MEMO_PREFIX.length)]);
+  }
+  return out;
+}
+
 /** {word: [variant]} stored for `words`. */
 export async function loadVariants(ext, words) {
   if (!words.length) return {};
