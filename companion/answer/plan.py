@@ -43,6 +43,9 @@ class AnswerPlan:
     seed: int | None = None
     prefill_chunk: int = 256
     repetition_penalty: float = 1.0
+    # A guest's formal answer: the context token budget its prefill is padded to, so its
+    # timing does not depend on what was retrieved (None: no padding).
+    pad_context_to: int | None = None
     model: Any = None  # companion.models.ModelEntry; None: the engine's default model
     guest: Any = None  # companion.keys.GuestKey when a guest asks
     conversation_id: str | None = None
@@ -154,11 +157,13 @@ def plan_answer(
             "seed",
         )
     is_guest = guest is not None
+    defense = _defense(settings, body, is_guest)
+    formal = bool(defense.defense.guarantee.formal)
     new_messages = [{"role": _role(m.role), "content": m.text()} for m in body.messages]
     return AnswerPlan(
         messages=[*history, *new_messages],
         new_messages=new_messages,
-        defense=_defense(settings, body, is_guest),
+        defense=defense,
         max_tokens=max_tokens,
         collection=_collection(settings, rag, body, is_guest),
         top_k=body.retrieval_top_k or settings.retrieval_top_k,
@@ -170,6 +175,7 @@ def plan_answer(
         seed=body.seed,
         prefill_chunk=settings.prefill_chunk_tokens,
         repetition_penalty=settings.repetition_penalty,
+        pad_context_to=settings.context_token_budget if is_guest and formal else None,
         model=model,
         guest=guest,
         conversation_id=body.conversation_id,

@@ -49,6 +49,8 @@ def generation_config(
             "documents": own["documents"],
             "prompt_for": own["prompt_for"],
         }
+    if plan.pad_context_to is not None:
+        fields["pad_prefill_to"] = _padded_length(plan, tokenizer, plan.pad_context_to)
     fields.update(
         defense=plan.defense,
         generator=secure_generator(lm.device, plan.seed),
@@ -60,6 +62,21 @@ def generation_config(
     )
     fields.update(overrides)
     return GenerationConfig(**fields)
+
+
+def _padded_length(plan: AnswerPlan, tokenizer: Any, budget: int) -> int:
+    """The longest private prompt this plan can have: its context at ``budget`` tokens.
+
+    A function of the conversation and the settings only (public): the prompt with a
+    one-word context, less that word, plus the budget and the separators and numbers of
+    up to ``top_k`` chunks.
+    """
+    from companion.rag.prompt import build_prompt
+
+    word = "context"
+    with_word = build_prompt(tokenizer, plan.messages, [word], plan.layout, grounded=True)
+    word_tokens = len(tokenizer.encode(word, add_special_tokens=False))
+    return len(with_word.prompt_ids) - word_tokens + budget + 8 * plan.top_k
 
 
 def start(

@@ -208,6 +208,10 @@ class GenerationConfig:
     prompt_for: Callable[[str], list[int]] | None = None
     repetition_penalty: float = 1.0
     repetition_window: int = 64  # the last tokens the penalty looks at (Ollama's repeat_last_n)
+    # A guest's formal answer: after the private prefill, as many more prompt tokens of
+    # throwaway work as make it this long, so the time to the first token does not depend
+    # on how much context was retrieved (None: no padding).
+    pad_prefill_to: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -222,6 +226,40 @@ class GenerationConfig:
             raise InvalidParameterError(
                 f"repetition_penalty must be >= 1 (1 is none); got {self.repetition_penalty!r}"
             )
+
+
+def pad_prefill(
+    model: Any,
+    done: int,
+    target: int | None,
+    device: Any,
+    *,
+    chunk: int = PREFILL_CHUNK,
+    cancel: threading.Event | None = None,
+) -> None:
+    """Throwaway forward passes over ``target - done`` prompt tokens (nothing is kept).
+
+    Run after a real prefill of ``done`` tokens, in chunks of ``chunk`` like it, so that
+    a prefill of any length up to ``target`` costs about what one of ``target`` tokens
+    does (the filler attends to its own cache, not the real one: on CPU a prefill's time
+    is mostly its linear layers, linear in the tokens; bench/guest_timing_bench.py
+    measures what remains).
+    """
+    if target is None or target <= done:
+        return
+    cache = None
+    for start in range(0, target - done, chunk):
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("cancelled during the prefill")
+        n = min(chunk, target - done - start)
+        kwargs: dict[str, Any] = {
+            "input_ids": torch.zeros((1, n), dtype=torch.long, device=device),
+            "use_cache": True,
+            "logits_to_keep": 1,
+        }
+        if cache is not None:
+            kwargs["cache"] = cache
+        cache = model(**kwargs).cache
 
 
 def penalise_repeats(scores: torch.Tensor, generated: Sequence[int], penalty: float) -> None:
@@ -315,6 +353,15 @@ def _generate(
                 past, logits = prefill(
                     model,
                     list(config.prompt_ids),
+                    device,
+                    chunk=config.prefill_chunk,
+                    cancel=cancel,
+                )
+            if defense_entry.private_pass:  # dp_vote's groups run at one public width
+                pad_prefill(
+                    model,
+                    len(config.prompt_ids),
+                    config.pad_prefill_to,
                     device,
                     chunk=config.prefill_chunk,
                     cancel=cancel,

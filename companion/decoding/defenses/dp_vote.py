@@ -282,8 +282,9 @@ class DpVoteMechanism:
         if self.vote_fn is not None:
             return [None if v is None else int(v) for v in self.vote_fn(list(self._generated))]
         assert self.groups is not None
-        if not any(self.assignment):  # no document at all: every group abstains
-            return [None] * len(self.assignment)
+        # With no document at all every group abstains, but the passes still run: the
+        # groups' prompts are then the public one at the same width, so an answer takes the
+        # same work whether or not anything was retrieved (its timing says nothing).
         if not self._prefilled:
             self.groups.prefill()
             self._prefilled = True
