@@ -38,6 +38,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="e.g. owner:none owner:copy_aware guest:copy_aware guest:bounded",
     )
     parser.add_argument("--max-tokens", type=int, default=None, dest="max_tokens")
+    parser.add_argument(
+        "--changelog-packages",
+        type=int,
+        default=None,
+        dest="changelog_packages",
+        help="packages whose changelog entries are stored (a smaller store ingests faster)",
+    )
+    parser.add_argument("--copyright-packages", type=int, default=None, dest="copyright_packages")
 
 
 def evaluate(args: argparse.Namespace, config: Config) -> Path:
@@ -50,6 +58,9 @@ def evaluate(args: argparse.Namespace, config: Config) -> Path:
         changes["limit"] = args.limit
     if args.max_tokens is not None:
         changes["max_tokens"] = args.max_tokens
+    for name in ("changelog_packages", "copyright_packages"):
+        if getattr(args, name, None) is not None:
+            changes[name] = getattr(args, name)
     if args.cells:
         changes["cells"] = tuple(tuple(c.split(":", 1)) for c in args.cells)
     return run_evaluation(
