@@ -68,6 +68,7 @@ export const SCHEMA = Object.freeze({
     target: Target.BACKGROUND,
     data: {
       state: '"booting" | "ready" | "error"',
+      "step?": "while booting: what the core is doing (the popup shows it)",
       "ms?": "boot time",
       "readyAt?": "epoch ms",
       "documentStartedAt?": "epoch ms",

@@ -96,9 +96,14 @@ function report(data) {
 
 const BOOT_TIMEOUT_MS = 60000; // loadPyodide can hang forever (e.g. a CSP problem); never wait on it unbounded
 
+/** While it boots, the core says what it is doing (the popup shows it, with the time so far). @param {string} step */
+function progress(step) {
+  report({ state: "booting", step, documentStartedAt: performance.timeOrigin });
+}
+
 async function boot() {
   const t0 = T0;
-  report({ state: "booting" });
+  progress("starting Pyodide");
   const zipPromise = early.zip || fetchBytes(CORE_ZIP);
   let core = null;
   let fromSnapshot = false;
@@ -113,6 +118,7 @@ async function boot() {
       return bytes;
     });
     try {
+      progress("restoring its snapshot");
       core = await withTimeout(bootFromSnapshot(snapshot, zipPromise), BOOT_TIMEOUT_MS, "Pyodide (snapshot)");
       fromSnapshot = true;
     } catch (err) {
@@ -122,6 +128,7 @@ async function boot() {
     }
   }
   if (!core) {
+    progress("loading Pyodide and Veil's Python code (first start: a snapshot is kept for the next)");
     core = await withTimeout(bootCold(zipPromise), BOOT_TIMEOUT_MS, "Pyodide");
   }
   const ping = JSON.parse(core.handle(JSON.stringify({ op: Op.PING, args: {} })));

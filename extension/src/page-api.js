@@ -31,7 +31,10 @@ export function percent(x, digits = 0) {
 
 export function coreStatusText(status) {
   if (!status || status.state === "unknown") return "Privacy core: not started yet";
-  if (status.state === "booting") return "Privacy core: starting…";
+  if (status.state === "booting") {
+    const since = Number.isFinite(status.documentStartedAt) ? ` ${((Date.now() - status.documentStartedAt) / 1000).toFixed(1)} s` : "";
+    return status.step ? `Privacy core: starting… ${status.step}${since}` : "Privacy core: starting…";
+  }
   if (status.state === "error") return `Privacy core failed: ${status.error}`;
   const how = status.fromSnapshot ? "from its snapshot" : "cold start";
   return `Privacy core ready (${(status.ms / 1000).toFixed(2)} s, ${how})`;

@@ -194,10 +194,21 @@ async function patch(p) {
   }
 }
 
-function render(state) {
-  const status = state.coreStatus;
+function renderCore(status) {
   $("core").textContent = coreStatusText(status);
   $("core").dataset.state = status?.state || "unknown";
+}
+
+// While the core starts, its progress (and the time so far) as the offscreen page reports it.
+let coreShown = null;
+ext.storage.onChanged((changes, area) => {
+  if (area === "session" && changes.coreStatus) renderCore((coreShown = changes.coreStatus.newValue));
+});
+setInterval(() => coreShown?.state === "booting" && renderCore(coreShown), 500);
+
+function render(state) {
+  coreShown = state.coreStatus;
+  renderCore(state.coreStatus);
   const current = state.current;
   siteId = current?.siteId || null;
   const meta = state.sites.find((s) => s.id === siteId);
