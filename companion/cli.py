@@ -4,6 +4,9 @@ Each subcommand lives in its own module under :mod:`companion.commands` and
 exposes ``register(subparsers)``; heavy imports (torch, transformers) happen only
 inside the handler, so ``veil perturb`` starts in milliseconds.
 
+Commands from other installed packages come in through the ``veil.commands`` entry
+point group (``veil eval`` from :mod:`evals.cli`): a callable ``register(subparsers)``.
+
 Errors Veil raises on purpose (:class:`py_core.errors.VeilError`) become a
 one-line message on stderr and exit code 2.
 """
@@ -14,13 +17,13 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 
 from py_core.errors import VeilError
 
 # One line per subcommand module; each defines register(subparsers).
 COMMAND_MODULES = (
     "companion.commands.perturb",
-    "companion.commands.eval",
     "companion.commands.audit",
     "companion.commands.serve",
     "companion.commands.ingest",
@@ -29,6 +32,9 @@ COMMAND_MODULES = (
     "companion.commands.rootguard",
     "companion.commands.models",
 )
+
+
+PLUGIN_GROUP = "veil.commands"  # other packages' subcommands: register(subparsers)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
+    for entry in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        entry.load()(subparsers)
     return parser
 
 

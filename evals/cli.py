@@ -1,5 +1,9 @@
 """``veil eval NAME``: run one of the evaluations in :mod:`evals`.
 
+The command belongs to the evaluations, not to the companion: it reaches ``veil`` as a
+plug-in (the ``veil.commands`` entry point in pyproject.toml, loaded by
+:func:`companion.cli.build_parser`), so the product never imports :mod:`evals`.
+
 Every evaluation follows the contract of :mod:`evals.common`: ``--out`` is
 required, ``--smoke`` picks its smoke configuration, ``--render-only``
 re-renders ``OUT/report.md`` from ``OUT/results.json``.

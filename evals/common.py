@@ -1,7 +1,7 @@
 """The contract every evaluation follows, and the helpers they share.
 
 An evaluation is a package under :mod:`evals` registered in
-``companion.commands.eval.EVALUATIONS``.  Its ``__init__`` stays light (no torch
+``evals.cli.EVALUATIONS``.  Its ``__init__`` stays light (no torch
 at import) and defines:
 
 * ``SMOKE`` and ``FULL``: frozen dataclass instances of its configuration, with a

@@ -25,7 +25,7 @@ step "pytest (unit, Pyodide, real models, end-to-end)"
 python -m pytest -q
 step "evaluations, smoke mode"
 smoke_dir=$(mktemp -d)
-for name in $(python -c "from companion.commands.eval import EVALUATIONS; print(' '.join(EVALUATIONS))"); do
+for name in $(python -c "from evals.cli import EVALUATIONS; print(' '.join(EVALUATIONS))"); do
   step "veil eval $name --smoke"
   veil eval "$name" --smoke --out "$smoke_dir/$name"
 done

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from evals import common
-from evals.dprag.runner import auc
+from evals.dprag.metrics import auc
 
 ORDER = ("none", "no-RAG", "copy_aware", "bounded")
 

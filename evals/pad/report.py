@@ -111,7 +111,7 @@ def copy_penalty_note(configs: list[dict[str, Any]]) -> str:
 
 def _left_out(results: dict[str, Any]) -> str:
     """Say which configurations of earlier, smaller runs this full run does not include."""
-    from evals.pad.runner import LEFT_OUT
+    from evals.pad.config import LEFT_OUT
 
     if results.get("meta", {}).get("smoke"):
         return ""

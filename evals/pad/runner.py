@@ -64,15 +64,6 @@ def configurations(smoke: bool) -> list[EvalConfig]:
     ]
 
 
-# Run before the evaluation was enlarged to 42 prompts; left out of the full run so that it fits
-# in about 25 min on a shared 2-core machine (the report lists them).
-LEFT_OUT = (
-    "bounded eps=64",
-    "copy-aware sigma=0.5",
-    "copy-aware w/o copy screen",
-)
-
-
 def _answer_nll(model: Any, prompt_ids: list[int], answer_ids: list[int]) -> tuple[float, int]:
     """Sum of the undefended model's negative log-likelihood of the answer, and its length."""
     import torch

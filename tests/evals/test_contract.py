@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from companion.cli import build_parser, main
-from companion.commands.eval import EVALUATIONS
+from evals.cli import EVALUATIONS
 from evals import common
 
 NAMES = sorted(EVALUATIONS)
