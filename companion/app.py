@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import os
 import time
 from collections.abc import AsyncIterator
@@ -23,7 +22,6 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-from companion.api import OPTIONAL_ROUTERS, ROUTERS
 from companion.api.deps import check_access
 from companion.engine import ModelEngine
 from companion.errors import install_error_handlers
@@ -102,17 +100,23 @@ def shutdown(app: FastAPI, timeout: float = 5.0) -> None:
 
 
 def _include_routers(app: FastAPI) -> list[str]:
-    included = []
-    for name in ROUTERS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if name in OPTIONAL_ROUTERS and exc.name == name:
-                continue
-            raise
+    """Every route of the companion, one router per capability, in this order."""
+    from companion.api import (
+        audit,
+        budget,
+        chat,
+        conversations,
+        defenses,
+        documents,
+        health,
+        keys,
+        models,
+    )
+
+    modules = (health, models, chat, defenses, documents, budget, audit, keys, conversations)
+    for module in modules:
         app.include_router(module.router)
-        included.append(name)
-    return included
+    return [module.__name__ for module in modules]
 
 
 def create_app(

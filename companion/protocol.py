@@ -298,18 +298,6 @@ class ChatCompletionResponse(BaseModel):
     veil: VeilInfo
 
 
-class ModelCard(BaseModel):
-    id: str
-    object: Literal["model"] = "model"
-    created: int
-    owned_by: str = "veil"
-
-
-class ModelList(BaseModel):
-    object: Literal["list"] = "list"
-    data: list[ModelCard]
-
-
 class DocumentOut(BaseModel):
     id: int
     collection: str
