@@ -39,28 +39,26 @@ MAX_QUERY_CHARS = 2000  # the embedder reads 256 word pieces; the rest would be 
 MAX_DEFINITE_WORDS = 2  # "the blood result": a definite description this short is elliptical
 
 # Words that point back to something said before (English).
-POINTING = frozenset(
-    """it its itself they them their theirs themselves he him his himself she her hers
+_POINTING = """it its itself they them their theirs themselves he him his himself she her hers
     herself this these those such same other another former latter aforementioned
-    previous next above""".split()
-)
+    previous next above"""
+POINTING = frozenset(_POINTING.split())
 # How a continuation starts ("and the deposit?", "what about the cat?").
 CONTINUING = re.compile(
     r"^(?:and|or|but|also|so|plus|then|too|what about|how about|what else|anything else)\b",
     re.IGNORECASE,
 )
 # Words that carry no subject of their own: function words, question words, light verbs.
-FUNCTION = frozenset(
-    """a about above after again all am an and any are as at be because been before being
+_FUNCTION = """a about above after again all am an and any are as at be because been before being
     below between both but by can could did do does doing done down during each few for from
     further had has have having here how i if in into is just me more most my myself no nor
     not now of off on once only or our ours out over own same should so some than that the
     then there to too under until up very was we were what when where which while who whom
     why will with would you your yours yourself yourselves us please tell say said give show
     find know get got much many long often exactly else ok okay well yes thanks thank let
-    lets like one ones s t d ll re ve m""".split()
-)
-_EXISTENTIAL = frozenset("is are was were be been being will would could should".split())
+    lets like one ones s t d ll re ve m"""
+FUNCTION = frozenset(_FUNCTION.split())
+_EXISTENTIAL = frozenset({"is", "are", "was", "were", "be", "been", "being", "will", "would"})
 _WORD = re.compile(r"[\w'@.+-]+")
 _TOKEN = re.compile(r"\w+")
 
