@@ -121,7 +121,8 @@ _LIST_GAP = re.compile(
     r"\b(?:is|was|were|of|are|now|about|around|currently|today|measured|at|just|value|values|"
     r"level|levels|reading|readings|fasting|approx|between|from|to|and|or|range|ranging|"
     r"ranges|went|up|down|then|vs|versus)\b|"
-    r"\d+(?:[.,'\u2019 ]\d+)*(?:[eE][-+]?\d{1,3})?|"
+    # atomic: a run of digits is one number here (no exponential backtracking on "1 1 1 ... x")
+    r"(?>\d+(?:[.,'\u2019 ]\d+)*(?:[eE][-+]?\d{1,3})?)|"
     rf"(?<![a-z])(?:{_GAP_UNITS})(?![a-z0-9]))*$",
     re.IGNORECASE,
 )

@@ -161,7 +161,7 @@ _RUN = re.compile(
     # ("weight%3D93.7"), and never the hex digits of one ("%20").
     r"(?:(?<![\w.])|(?<=%[0-9A-Fa-f]{2}))(?<!\d,)(?<!%)(?<!%[0-9A-Fa-f])"
     r"\d+(?:(?:[.,'\u2019]|[ \u00a0\u202f\u2009](?=\d{3}(?![\d.,]\d)))\d+)*"
-    r"(?:[eE][-+]?\d{1,3}(?![\w]))?"
+    r"(?:[eE][-+]?[0-9]{1,2}(?![\w]))?"
 )
 _STYLES: tuple[tuple[str, str], ...] = (
     ("", "."),
@@ -174,7 +174,7 @@ _STYLES: tuple[tuple[str, str], ...] = (
     (" ", "."),
     (" ", ","),
 )
-_EXPONENT = re.compile(r"[eE][-+]?\d{1,3}$")
+_EXPONENT = re.compile(r"[eE][-+]?[0-9]{1,2}$")
 _PLAIN = re.compile(r"(\d+)(?:\.(\d+))?")
 
 
