@@ -221,5 +221,6 @@ def create_app(
         max_upload_bytes=settings.max_upload_bytes,
         keys=keys,
         max_header_bytes=settings.max_header_bytes,
+        token_path=str(settings.resolved_token_path()),
     )
     return app

@@ -145,9 +145,12 @@ class SecurityMiddleware:
         max_upload_bytes: int,
         keys: KeyStore | None = None,
         max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
+        token_path: str | None = None,
     ) -> None:
         self.app = app
         self.token = token
+        # Named in the 401s: where the person finds the right token.
+        self.token_file = f"the token file {token_path}" if token_path else "the token file"
         self.keys = keys
         self.port = port
         self.extension_ids = tuple(extension_ids)
@@ -180,13 +183,32 @@ class SecurityMiddleware:
                 status = key.status()
                 if status == "active":
                     return Principal("guest", key)
-                code = ErrorCode.KEY_REVOKED if status == "revoked" else ErrorCode.KEY_EXPIRED
-                return 401, code, f"this guest key was {status}; ask the owner for a new one"
+                if status == "revoked":
+                    return (
+                        401,
+                        ErrorCode.KEY_REVOKED,
+                        "This guest key was revoked by the companion's owner: ask them for a "
+                        "new key and paste that one instead.",
+                    )
+                return (
+                    401,
+                    ErrorCode.KEY_EXPIRED,
+                    "This guest key has expired: ask the companion's owner for a new key and "
+                    "paste that one instead.",
+                )
+        if not value:
+            return (
+                401,
+                ErrorCode.UNAUTHORIZED,
+                f"No API token was sent: paste the line in {self.token_file} (also printed by "
+                "'veil serve') into the page, or send it as 'Authorization: Bearer <token>' "
+                "(an OpenAI client's API key).",
+            )
         return (
             401,
             ErrorCode.UNAUTHORIZED,
-            "missing or wrong API token: send 'Authorization: Bearer <token>' "
-            "with the token 'veil serve' printed (or a guest key the owner gave you)",
+            f"This is not this companion's API token (or a guest key it knows): copy the "
+            f"line in {self.token_file} again, or ask the owner for a guest key.",
         )
 
     def header_size(self, scope: Scope) -> int:
@@ -370,8 +392,9 @@ class SecurityMiddleware:
 def guest_refusal(scope: Scope) -> str:
     allowed = ", ".join(f"{m} {p}" for m, p in sorted(GUEST_ROUTES))
     return (
-        f"{scope['method']} {scope.get('path', '')} needs the owner's token; a guest key "
-        f"may only call {allowed}"
+        f"This is a guest key, which may only chat ({allowed}): "
+        f"{scope['method']} {scope.get('path', '')} needs the owner's token, the line in "
+        "the owner's token file."
     )
 
 

@@ -47,7 +47,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from companion.app import create_app
     from companion.settings import Settings
 
     overrides = {
@@ -69,6 +68,11 @@ def _serve(args: argparse.Namespace) -> int:
             f"--host {settings.host!r} is not a loopback address; the companion listens on "
             "127.0.0.1 only (it serves private documents)"
         )
+    # The port first: a busy one is said at once, before the model loads for nothing.
+    sock = bind_port(settings.host, settings.port)
+    if sock is None:
+        return 1
+    from companion.app import create_app  # the heavy imports come after the port check
     if args.threads:
         import torch
 
@@ -78,18 +82,59 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"Veil companion: http://{host}:{settings.port}/", flush=True)
     print(f"API token (enter it once in the page or the extension): {app.state.token}", flush=True)
     print(f"token file: {settings.resolved_token_path()}", flush=True)
-    print("loading the model and the embedder...", flush=True)
-    run_server(app, settings.host, settings.port)
+    print(
+        "loading the model and the embedder (the first start converts the model once and "
+        "says below what it writes; Ctrl-C stops it at any moment)...",
+        flush=True,
+    )
+    run_server(app, settings.host, settings.port, sock=sock)
     return 0
 
 
-def run_server(app: Any, host: str, port: int, log_level: str = "info") -> None:
-    """Serve ``app`` with uvicorn; the first SIGTERM or Ctrl-C stops it.
+def bind_port(host: str, port: int) -> Any:
+    """A socket bound to ``host:port`` for the server, or None (said on stderr) when the
+    port is taken -- found before anything loads."""
+    import errno
+    import socket
+    import sys
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        shown = f"[{host}]" if ":" in host else host
+        if exc.errno == errno.EADDRINUSE:
+            print(
+                f"veil: port {port} on {host} is already in use (another 'veil serve'? open "
+                f"http://{shown}:{port}/healthz to see); stop it, or start this one with "
+                f"--port {port + 1}",
+                file=sys.stderr,
+                flush=True,
+            )
+        else:
+            print(f"veil: cannot listen on {shown}:{port}: {exc.strerror}", file=sys.stderr)
+        return None
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_server(app: Any, host: str, port: int, log_level: str = "info", sock: Any = None) -> None:
+    """Serve ``app`` with uvicorn (on ``sock`` if it is bound already); the first SIGTERM
+    or Ctrl-C stops it.
 
     On the first signal the running generation and every audit job are cancelled
     at once (:func:`companion.app.shutdown`), so open event streams end and the
     server does not wait for them; ``timeout_graceful_shutdown`` bounds what is left.
+    A signal while the server is still starting (loading, or converting a model the
+    first time -- work in a thread that cannot be interrupted) exits at once: the
+    conversion writes into a ``.partial`` folder that is renamed only when complete,
+    so nothing half-written is ever read.
     """
+    import os
+    import sys
     import threading
 
     import uvicorn
@@ -98,13 +143,21 @@ def run_server(app: Any, host: str, port: int, log_level: str = "info") -> None:
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
+            if not self.started:
+                print(
+                    "\nveil: stopped while starting; nothing half-converted is kept (the "
+                    "next start converts again)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                os._exit(130)
             if not self.should_exit:  # the first signal: cancel the work, without blocking
                 threading.Thread(
                     target=shutdown, args=(app, 0.0), name="veil-shutdown", daemon=True
                 ).start()
             super().handle_exit(sig, frame)
 
-    Server(uvicorn_config(app, host, port, log_level)).run()
+    Server(uvicorn_config(app, host, port, log_level)).run(sockets=[sock] if sock else None)
 
 
 def uvicorn_config(app: Any, host: str, port: int, log_level: str = "info") -> Any:

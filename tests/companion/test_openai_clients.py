@@ -154,3 +154,30 @@ def test_the_openai_sdk_with_tools_and_options_unchanged(client):
     )
     chunks = list(stream)
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens >= 0
+
+
+def test_auth_messages_say_what_happened_and_what_to_do(client, tmp_path):
+    """Issue 25.4: each refusal is one sentence with what to do (and the token file)."""
+    token_file = str(tmp_path / "token")
+    missing = client.get("/v1/models", headers={"Authorization": ""}).json()["error"]
+    assert missing["message"].startswith("No API token was sent")
+    assert token_file in missing["message"] and missing["message"].count(". ") == 0
+    wrong = client.get("/v1/models", headers={"Authorization": "Bearer nope"}).json()["error"]
+    assert "not this companion's API token" in wrong["message"]
+    assert token_file in wrong["message"]
+    files = [("files", ("note.txt", b"Gout: allopurinol 100 mg.", "text/plain"))]
+    assert client.post("/v1/documents", files=files, data={"collection": "notes"}).is_success
+    made = client.post("/v1/keys", json={"collection": "notes", "defense": "bounded"})
+    assert made.status_code in (200, 201), made.text
+    key, key_id = made.json()["key"], made.json()["guest_key"]["id"]
+    guest = {"Authorization": f"Bearer {key}"}
+    refused = client.get("/v1/documents", headers=guest).json()["error"]
+    assert refused["code"] == "guest_forbidden"
+    assert refused["message"].startswith("This is a guest key, which may only chat")
+    assert "needs the owner's token" in refused["message"]
+    assert client.delete(f"/v1/keys/{key_id}").status_code in (200, 204)
+    revoked = client.get("/v1/models", headers=guest)
+    assert revoked.status_code == 401
+    assert revoked.json()["error"]["message"].startswith(
+        "This guest key was revoked by the companion's owner: ask them for a new key"
+    )
