@@ -73,3 +73,12 @@ def check_what_is_not_a_value() -> None:
     assert [text[a:b] for a, b in dates_and_times(text)] == ["2026-11-03", "10:47", "03/11/2026"]
     text = "263 x10^9/L, 88 mL/min/1.73m2"
     assert [text[a:b] for a, b in unit_spans(text)] == ["x10^9/L", "/1.73m2"]
+
+
+def check_a_long_gap_of_digits_is_read_in_linear_time() -> None:
+    # The list gap once backtracked exponentially on digits it could split many ways.
+    profile = load_profile(dict(api.DEFAULT_PROFILE))
+    text = "weight " + "1 " * 60 + "x 93.7"
+    assert names_before(text, text.index("93.7"), alias_hits(text, profile)) == set()
+    text = "weight " + "1," * 30 + " 93.7 kg"
+    assert names_before(text, text.index("93.7"), alias_hits(text, profile)) == {"weight_kg"}
