@@ -154,6 +154,7 @@ def answer(
         layout=layout,
         retrieval=RetrievalOptions.from_settings(settings),
         repetition_penalty=settings.repetition_penalty,
+        stop_loops=settings.stop_loops,
     )
     context = admit(plan, settings, rag)
     fit(context, lm.tokenizer, settings)

@@ -130,6 +130,12 @@ class Settings(BaseSettings):
         description="CTRL's repetition penalty over the last 64 generated tokens (Ollama's "
         "default 1.1; 1: none), applied before every defense's noise",
     )
+    stop_loops: int = Field(
+        default=3,
+        ge=0,
+        description="end an answer whose last tokens are one block (16+ tokens in all) "
+        "repeated this many times in a row, instead of looping to max_tokens (0: never)",
+    )
     queue_size: int = Field(default=8, ge=0)
     queue_timeout_s: float = Field(default=60.0, gt=0)
     generation_timeout_s: float = Field(default=300.0, gt=0)

@@ -43,6 +43,7 @@ class AnswerPlan:
     seed: int | None = None
     prefill_chunk: int = 256
     repetition_penalty: float = 1.0
+    stop_loops: int = 0  # end an answer repeating one block this many times (0: never)
     # A guest's formal answer: the context token budget its prefill is padded to, so its
     # timing does not depend on what was retrieved (None: no padding).
     pad_context_to: int | None = None
@@ -175,6 +176,7 @@ def plan_answer(
         seed=body.seed,
         prefill_chunk=settings.prefill_chunk_tokens,
         repetition_penalty=settings.repetition_penalty,
+        stop_loops=settings.stop_loops,
         pad_context_to=settings.context_token_budget if is_guest and formal else None,
         model=model,
         guest=guest,

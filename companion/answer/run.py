@@ -59,6 +59,7 @@ def generation_config(
         stop=[*plan.stop, *getattr(lm, "stops", ())],
         prefill_chunk=plan.prefill_chunk,
         repetition_penalty=plan.repetition_penalty,
+        stop_loops=plan.stop_loops,
     )
     fields.update(overrides)
     return GenerationConfig(**fields)

@@ -34,6 +34,7 @@ class GenerationResult:
     receipt: Receipt | None = None
     prompt_tokens: int = 0
     public_prompt_tokens: int = 0  # the prompt without the retrieved context
+    looped: bool = False  # ended because it repeated itself (GenerationConfig.stop_loops)
     details: dict[str, Any] = field(default_factory=dict)  # the mechanism's report(), if any
 
 
@@ -212,6 +213,9 @@ class GenerationConfig:
     # throwaway work as make it this long, so the time to the first token does not depend
     # on how much context was retrieved (None: no padding).
     pad_prefill_to: int | None = None
+    # End the answer once its last tokens are one block repeated this many times in a row
+    # (a loop that would run to max_tokens; 0: never).  Computed from released tokens only.
+    stop_loops: int = 0
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -260,6 +264,28 @@ def pad_prefill(
         if cache is not None:
             kwargs["cache"] = cache
         cache = model(**kwargs).cache
+
+
+LOOP_MAX_PERIOD = 48  # the longest repeated block (tokens) a loop is looked for in
+LOOP_MIN_TOKENS = 16  # a loop is at least this many tokens (not "ha ha ha")
+
+
+def looping(generated: Sequence[int], cycles: int) -> bool:
+    """Whether the last tokens are one block of 1..48 tokens repeated ``cycles`` times in a
+    row, and at least 16 tokens in all (more repeats of a short block)."""
+    if cycles < 2:
+        return False
+    n = len(generated)
+    for period in range(1, LOOP_MAX_PERIOD + 1):
+        repeats = max(cycles, -(-LOOP_MIN_TOKENS // period))
+        span = period * repeats
+        if span > n:
+            continue
+        tail = list(generated[n - span :])
+        block = tail[:period]
+        if all(tail[i : i + period] == block for i in range(period, span, period)):
+            return True
+    return False
 
 
 def penalise_repeats(scores: torch.Tensor, generated: Sequence[int], penalty: float) -> None:
@@ -401,6 +427,10 @@ def _generate(
                 out.text = text
                 yield delta
             if hit is not None:
+                break
+            if looping(generated, config.stop_loops):
+                out.finish_reason = "stop"
+                out.looped = True
                 break
             step = torch.tensor([[token]], dtype=torch.long, device=device)
             ids = torch.cat([ids, step], dim=1)
