@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from evals import common
-from evals.dprag.metrics import auc
+from evals.inversion.metrics import auroc as auc
 
 ORDER = ("none", "no-RAG", "copy_aware", "bounded")
 

@@ -12,7 +12,8 @@ from evals.dprag.corpus import (
     population_questions,
     record_questions,
 )
-from evals.dprag.runner import auc, identifiers_found, membership_score
+from evals.dprag.runner import identifiers_found, membership_score
+from evals.inversion.metrics import auroc as auc
 
 
 def test_population_facts_have_their_support_and_identifiers_one_note():
