@@ -19,7 +19,10 @@ bare id says little, the match says it is the chunk asked about.  The defaults (
 
 from __future__ import annotations
 
+import itertools
 import re
+import sqlite3
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -50,6 +53,10 @@ STOPWORDS = frozenset(_STOP.split())
 _WORD = re.compile(r"[^\s\"'`()\[\]{}<>,;:!?*^]+")
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_TERMS = 48
+# A word of the question is rare when at most this many chunks of the store have it, or
+# at most this share of them (chosen by `veil eval rag`, docs/rag/report.md).
+RARE_MIN_DF = 3
+RARE_SHARE = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +68,8 @@ class RetrievalOptions:
     fusion: Fusion = "weighted"
     rrf_k: int = 60
     weight: float = 0.5  # the vector ranking's share in the weighted fusion
+    # the vector share when the question names no rare word nor identifier of the store
+    common_weight: float = 0.8
     candidates: int = 50  # of each ranking, before fusion
 
     def __post_init__(self) -> None:
@@ -76,7 +85,12 @@ class RetrievalOptions:
             raise InvalidParameterError(
                 f"the relevance threshold is a cosine score in [-1, 1]; got {self.min_score!r}"
             )
-        if self.rrf_k < 0 or self.candidates < 1 or not 0.0 <= self.weight <= 1.0:
+        if (
+            self.rrf_k < 0
+            or self.candidates < 1
+            or not 0.0 <= self.weight <= 1.0
+            or not 0.0 <= self.common_weight <= 1.0
+        ):
             raise InvalidParameterError(
                 "rrf_k must be >= 0, candidates >= 1 and the weight in [0, 1]"
             )
@@ -88,6 +102,7 @@ class RetrievalOptions:
             min_score=settings.retrieval_min_score,
             fusion=settings.retrieval_fusion,
             weight=settings.retrieval_weight,
+            common_weight=getattr(settings, "retrieval_common_weight", 0.8),
             rrf_k=settings.retrieval_rrf_k,
             candidates=settings.retrieval_candidates,
         )
@@ -109,15 +124,99 @@ def request_options(settings: Any, body: Any) -> RetrievalOptions:
     )
 
 
+_DIGIT_GROUP = re.compile(r"\(?\+?\d{2,5}\)?")
+_GROUP_SEP = re.compile(r"^[\s.\-/]*$")
+MIN_JOINED_DIGITS = 7  # a phone or health number; "120 140" (two readings) stays two
+MAX_SPLITS = 48  # phrases of the ways to cut one joined number into groups
+
+
+def _digit_runs(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, digits) of runs of digit groups written apart ("947 304 7982",
+    "(354) 574-6042", "+44 20 7946 0958") of at least ``MIN_JOINED_DIGITS`` digits."""
+    runs: list[tuple[int, int, str]] = []
+    groups = [m for m in _DIGIT_GROUP.finditer(text) if not _touches_word(text, m.start(), m.end())]
+    i = 0
+    while i < len(groups):
+        j = i
+        while j + 1 < len(groups) and _GROUP_SEP.match(
+            text[groups[j].end() : groups[j + 1].start()]
+        ):
+            j += 1
+        if j > i:
+            digits = "".join(c for g in groups[i : j + 1] for c in g.group() if c.isdigit())
+            if len(digits) >= MIN_JOINED_DIGITS:
+                runs.append((groups[i].start(), groups[j].end(), digits))
+        i = j + 1
+    return runs
+
+
+def _touches_word(text: str, start: int, end: int) -> bool:
+    before = text[start - 1] if start > 0 else " "
+    after = text[end] if end < len(text) else " "
+    return before.isalnum() or after.isalnum() or before in "@_" or after in "@_"
+
+
+def number_forms(digits: str, written: str | None = None) -> list[str]:
+    """The phrases a number can stand as in a document: glued (``9473047982``), as it
+    was written in groups (``947 304 7982``), and cut into two or three groups of two or
+    more digits (how phones and health numbers are written: 3-3-4, 3-4-3, 4-3-3, ...)."""
+    forms = [digits]
+    if written:
+        forms.append(written)
+    n = len(digits)
+    cuts: list[tuple[int, ...]] = [(a,) for a in range(2, n - 1)]
+    cuts += [(a, b) for a in range(2, n - 3) for b in range(a + 2, n - 1)]
+    for cut in cuts:
+        if len(forms) >= MAX_SPLITS:
+            break
+        bounds = (0, *cut, n)
+        forms.append(" ".join(digits[x:y] for x, y in itertools.pairwise(bounds)))
+    return list(dict.fromkeys(forms))
+
+
+def _number_terms(glued: str, written: str | None, tokenizer: str) -> list[str]:
+    """The phrases of one number: :func:`number_forms`, and a phone's national and
+    international forms ("+44 20 7946 0958" is "020 7946 0958"; "02079460958" is found in
+    "+44 20 7946 0958" by its groups after the 0)."""
+    if tokenizer == "trigram":  # substrings of the raw text: glued, spaced, dashed
+        forms = [glued] + ([written, written.replace(" ", "-")] if written else [])
+        return list(dict.fromkeys(forms))
+    forms = number_forms(glued, written)
+    if written and written.startswith("+"):
+        groups = written[1:].split()
+        national = "".join(groups[1:])
+        if len(national) >= MIN_JOINED_DIGITS - 1:
+            forms += [
+                " ".join(groups[1:]),
+                *number_forms("0" + national, "0" + " ".join(groups[1:])),
+            ]
+    elif glued.startswith("0") and len(glued) > MIN_JOINED_DIGITS:
+        forms += number_forms(glued[1:])[1:]
+    return list(dict.fromkeys(forms))
+
+
 def identifier_query(text: str, tokenizer: str = "unicode61", *, strict: bool = False) -> str:
     """The FTS5 query of the question's identifier-like words only (an e-mail address, a
     record number, a phone number, a hyphenated name: several tokens, or digits), or ''.
+
+    A number written in groups ("947 304 7982", "(354) 574-6042") is one identifier: its
+    groups glued and its usual cuts into groups (:func:`number_forms`), so it finds
+    "9473047982" and "947-304-7982" alike, and never a chunk with "304" alone.
 
     ``strict``: only words with an ``@`` or at least three digits (what passes the
     relevance threshold whatever its cosine, see :func:`retrieve`).
     """
     terms = []
+    runs = _digit_runs(text)
+    for start, end, glued in runs:
+        written = " ".join(_TOKEN.findall(text[start:end]))
+        if text[start:end].lstrip("(").startswith("+"):
+            written = "+" + written
+        terms += ['"' + f.lstrip("+") + '"' for f in _number_terms(glued, written, tokenizer)]
+    covered = [(a, b) for a, b, _d in runs]
     for m in _WORD.finditer(text):
+        if any(a <= m.start() < b for a, b in covered):
+            continue
         word = m.group().strip(".-_/\\|~=+&#%$").lower()
         tokens = _TOKEN.findall(word)
         if len(tokens) > 1 or any(c.isdigit() for c in word):
@@ -125,6 +224,9 @@ def identifier_query(text: str, tokenizer: str = "unicode61", *, strict: bool = 
             if len(tokens) == 1 and digits < 3:  # a year-like number or "2nd" is no id
                 continue
             if strict and "@" not in word and digits < 3:
+                continue
+            if word.isdigit() and len(word) >= MIN_JOINED_DIGITS:  # glued: its cuts too
+                terms += ['"' + f + '"' for f in _number_terms(word, None, tokenizer)]
                 continue
             phrase = word if tokenizer == "trigram" else " ".join(tokens)
             if tokenizer == "trigram" and len(word) < 3:
@@ -156,12 +258,8 @@ def named_chunks(
     return [replace(h, names_identifier=True) for h in store.hits(collection, scored)]
 
 
-def fts_query(text: str, tokenizer: str = "unicode61") -> str:
-    """An FTS5 MATCH expression for a question: an OR of its words as quoted phrases.
-
-    Stop words are dropped (when a word is one token); with the trigram tokenizer words
-    under three characters are too (they cannot match).  Empty when nothing is left.
-    """
+def query_terms(text: str, tokenizer: str = "unicode61") -> list[str]:
+    """The question's words as FTS5 phrases (unquoted), stop words and repeats left out."""
     terms: list[str] = []
     seen: set[str] = set()
     for m in _WORD.finditer(text):
@@ -180,10 +278,88 @@ def fts_query(text: str, tokenizer: str = "unicode61") -> str:
         if phrase in seen:
             continue
         seen.add(phrase)
-        terms.append('"' + phrase.replace('"', '""') + '"')
+        terms.append(phrase)
         if len(terms) >= MAX_QUERY_TERMS:
             break
-    return " OR ".join(terms)
+    return terms
+
+
+def _quote(phrase: str) -> str:
+    return '"' + phrase.replace('"', '""') + '"'
+
+
+def fts_query(text: str, tokenizer: str = "unicode61") -> str:
+    """An FTS5 MATCH expression for a question: an OR of its words as quoted phrases.
+
+    Stop words are dropped (when a word is one token); with the trigram tokenizer words
+    under three characters are too (they cannot match).  Empty when nothing is left.
+    """
+    return " OR ".join(_quote(t) for t in query_terms(text, tokenizer))
+
+
+def _fold(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+def is_name_in(word: str, text: str) -> bool:
+    """Whether ``word`` stands in ``text`` capitalised inside a sentence (a name there:
+    "Dr. Quispe", "-- Matthias Klose"), diacritics and case folded for the match."""
+    folded = _fold(text)
+    for m in re.finditer(r"(?<!\w)" + re.escape(_fold(word)) + r"(?!\w)", folded, re.I):
+        if not folded[m.start()].isupper():
+            continue
+        before = folded[: m.start()].rstrip()
+        if before and before[-1] not in ".!?\n\"'":
+            return True
+        if before.endswith(".") and _ABBREVIATION.search(before):  # "Dr. Quispe"
+            return True
+    return False
+
+
+_ABBREVIATION = re.compile(r"(?:^|\s)[A-Z][a-z]{0,3}\.$")
+
+
+@dataclass(frozen=True, slots=True)
+class RareTerm:
+    phrase: str  # as an FTS5 phrase (unquoted)
+    chunks: int  # how many chunks of the store have it (its document frequency)
+
+
+def rare_terms(store: DocumentStore, text: str) -> list[RareTerm]:
+    """The question's words that few chunks of the store contain (FTS5's own index: at
+    most ``RARE_MIN_DF`` chunks, or ``RARE_SHARE`` of them): a surname, a place, a drug,
+    a word of a title -- the words that say which document is meant.  Digit groups of a
+    number written apart are left to :func:`identifier_query`; words in no chunk are not
+    rare, they are absent."""
+    lexical = getattr(store, "lexical", None)
+    if lexical is None or not text.strip():
+        return []
+    tokenizer = store.fts_tokenizer
+    covered = [(a, b) for a, b, _d in _digit_runs(text)]
+    if covered:  # the groups of "947 304 7982" are no words of their own
+        text = "".join(
+            " " if any(a <= i < b for a, b in covered) else c for i, c in enumerate(text)
+        )
+    terms = query_terms(text, tokenizer)
+    if not terms:
+        return []
+    total = store.chunk_count()
+    cap = max(RARE_MIN_DF, int(RARE_SHARE * total))
+    out = []
+    with lexical.lock:
+        for phrase in terms:
+            try:
+                row = lexical.conn.execute(
+                    "SELECT COUNT(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? "
+                    "LIMIT ?)",
+                    (_quote(phrase), cap + 1),
+                ).fetchone()
+            except sqlite3.OperationalError:
+                continue
+            count = int(row[0])
+            if 1 <= count <= cap:
+                out.append(RareTerm(phrase, count))
+    return out
 
 
 def _ranks(pairs: Iterable[tuple[int, float]]) -> dict[int, tuple[int, float]]:
@@ -196,6 +372,39 @@ def _minmax(values: dict[int, float]) -> dict[int, float]:
     lo, hi = min(values.values()), max(values.values())
     span = hi - lo
     return {k: (v - lo) / span if span > 0 else 1.0 for k, v in values.items()}
+
+
+TIER_NAMED = True
+
+
+TIER_MODE = "count"
+
+
+def _tier(cid: int, rare_match: dict[int, int], idents: set[int]) -> int:
+    if TIER_MODE == "count":
+        return 1000 * (cid in idents) + rare_match.get(cid, 0)
+    return 1000 * (cid in idents) + (cid in rare_match)
+
+
+def _names(
+    store: DocumentStore, collection: str, rare: list[RareTerm], chunks: set[int]
+) -> set[int]:
+    """The chunks among ``chunks`` in which one of the rare words stands as a name or has
+    digits (what the question names, whatever the chunk's cosine)."""
+    if not chunks:
+        return set()
+    hits = store.hits(collection, [(c, 0.0) for c in sorted(chunks)])
+    out = set()
+    for h in hits:
+        for term in rare:
+            words = term.phrase.split()
+            named = any(ch.isdigit() for ch in term.phrase) or all(
+                is_name_in(w, h.text) for w in words
+            )
+            if named and all(_fold(w).lower() in _fold(h.text).lower() for w in words):
+                out.add(h.chunk_id)
+                break
+    return out
 
 
 def retrieve(
@@ -228,27 +437,41 @@ def retrieve(
         if within is not None:
             ranked = [p for p in ranked if p[0] in within][:n]
         vector = _ranks(ranked)
+    first: list[tuple[int, float]] = []
+    rare_match: dict[int, int] = {}  # chunk -> how many of the question's rare words it has
     if opts.mode in ("bm25", "hybrid"):
         depth = n if within is None else max(n, 1000)
         # Chunks that contain one of the question's identifiers rank first (by BM25), then
-        # the rest of the full query's matches: a common word the question also uses
-        # (BM25 adds the words' scores) never outranks the chunk with the e-mail address.
+        # those with its rare words (few chunks have them: a surname, a title's word), then
+        # the rest of the full query's matches: a common word the question also uses (BM25
+        # adds the words' scores) never outranks the chunk with the e-mail address.
         ident = identifier_query(query_text, store.fts_tokenizer)
         first = store.lexical_ranking(collection, ident, depth) if ident else []
-        top = max((sc for _c, sc in first), default=0.0)
+        rare = rare_terms(store, query_text)
+        for term in rare:
+            for c, _s in store.lexical_ranking(collection, _quote(term.phrase), term.chunks):
+                rare_match[c] = rare_match.get(c, 0) + 1
+        rare_q = " OR ".join(_quote(t.phrase) for t in rare)
+        second = store.lexical_ranking(collection, rare_q, depth) if rare_q else []
         rest = store.lexical_ranking(collection, fts_query(query_text, store.fts_tokenizer), depth)
-        have = {c for c, _s in first}
-        ranked = [(c, sc + top + 1.0) for c, sc in first] + [
-            (c, sc) for c, sc in rest if c not in have
-        ]
+        top = max((sc for _c, sc in rest), default=0.0) + 1.0
+        top2 = top + max((sc for _c, sc in second), default=0.0) + 1.0
+        ranked, have = [], set()
+        for tier, offset in ((first, top2), (second, top), (rest, 0.0)):
+            ranked += [(c, sc + offset) for c, sc in tier if c not in have]
+            have |= {c for c, _s in tier}
         if within is not None:
             ranked = [p for p in ranked if p[0] in within]
+            rare_match = {c: m for c, m in rare_match.items() if c in within}
         lexical = _ranks(ranked[:n])
         strict = identifier_query(query_text, store.fts_tokenizer, strict=True)
         if strict and opts.min_score is not None:
             named = {c for c, _s in store.lexical_ranking(collection, strict, depth)}
-            if within is not None:
-                named &= within
+        if rare and opts.min_score is not None:  # a name the question gives passes too
+            named |= _names(store, collection, rare, set(rare_match))
+        if within is not None:
+            named &= within
+    named_question = bool(rare_match) or bool(first)
     fused: dict[int, float] = {}
     if opts.mode == "vector":
         fused = {cid: s for cid, (_r, s) in vector.items()}
@@ -259,16 +482,24 @@ def retrieve(
             for cid, (rank, _s) in ranking.items():
                 fused[cid] = fused.get(cid, 0.0) + 1.0 / (opts.rrf_k + rank)
     else:
+        # The lexical ranking's share is large only when the question names something
+        # few chunks have; otherwise its words are common ones and the vectors decide.
+        weight = opts.weight if named_question else opts.common_weight
         vec_n = _minmax({c: s for c, (_r, s) in vector.items()})
         lex_n = _minmax({c: s for c, (_r, s) in lexical.items()})
         for cid in set(vec_n) | set(lex_n):
-            fused[cid] = opts.weight * vec_n.get(cid, 0.0) + (1 - opts.weight) * lex_n.get(cid, 0.0)
+            fused[cid] = weight * vec_n.get(cid, 0.0) + (1 - weight) * lex_n.get(cid, 0.0)
     cosine = {cid: s for cid, (_r, s) in vector.items()}
     missing = [cid for cid in fused if cid not in cosine]
     if missing:
         for cid, vec in store.vectors_of(missing).items():
             cosine[cid] = float(vec @ q) if vec.shape == q.shape else 0.0
-    order = sorted(fused, key=lambda c: (-fused[c], c))
+    if TIER_NAMED and opts.mode == "hybrid" and (rare_match or first):
+        # what has more of the question's rare words (or its identifier) comes first
+        idents = {c for c, _s in first}
+        order = sorted(fused, key=lambda c: (-_tier(c, rare_match, idents), -fused[c], c))
+    else:
+        order = sorted(fused, key=lambda c: (-fused[c], c))
     if opts.min_score is not None:  # a chunk that has the id the question names is relevant
         order = [c for c in order if cosine.get(c, -1.0) >= opts.min_score or c in named]
     order = order[:k]

@@ -1,0 +1,125 @@
+"""Every rare word a question names counts: surnames, numbers written in groups, phones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from companion.rag.retrieval import (
+    RetrievalOptions,
+    identifier_query,
+    is_name_in,
+    number_forms,
+    rare_terms,
+    retrieve,
+)
+from companion.rag.store import DocumentStore
+
+NOTES = {
+    "quispe.txt": "Consultation with Rosa Quispe. Health number 9473047982. Seen for a cough; "
+    "salbutamol prescribed. Follow-up visit in two weeks.",
+    "berg.txt": "Consultation with Anna Berg, phone (354) 574-6042. Seen for asthma; a spacer "
+    "and inhaler technique reviewed. Follow-up visit in 304 days.",
+    "weber.txt": "Consultation with Jonas Weber, health number 812-304-5521. Seen for gout; "
+    "colchicine prescribed. Follow-up visit in a month.",
+    "okafor.txt": "Consultation with Daniel Okafor, ref 304 7982. Seen for knee pain; "
+    "physiotherapy booked. Follow-up visit in six weeks.",
+    "lind.txt": "Consultation with Erik Lind. Seen for diabetes; metformin raised. "
+    "Follow-up visit in three months, phone 020 7946 0958.",
+    "moreau.txt": "Consultation with Camille Moreau. Seen for a migraine; sumatriptan at "
+    "onset. Follow-up visit in two months.",
+}
+DOCS = list(NOTES)
+
+
+def _vec(i: int, dim: int = 8) -> np.ndarray:
+    v = np.zeros((1, dim), np.float32)
+    v[0, i] = 1.0
+    return v
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = DocumentStore(tmp_path / "s.sqlite3", embedding_model="test")
+    for i, (name, text) in enumerate(NOTES.items()):
+        s.add_document("notes", name, text.encode(), "txt", {}, [(text, 0, len(text))], _vec(i))
+    yield s
+    s.close()
+
+
+def _first(store, text, *, points_to: str | None = "moreau.txt", **opts):
+    """The first document retrieved while the question's vector points at another note."""
+    query = _vec(DOCS.index(points_to) if points_to else 7)[0]
+    hits = retrieve(store, text, query, "notes", 3, RetrievalOptions(**opts))
+    return hits[0].document if hits else None, hits
+
+
+@pytest.mark.parametrize("text", ["Find the note for Quispe.", "find the note for quispe"])
+def test_a_surname_alone_finds_its_note_whatever_the_case(store, text):
+    for opts in ({}, {"fusion": "rrf"}, {"mode": "bm25"}):
+        first, _hits = _first(store, text, **opts)
+        assert first == "quispe.txt", opts
+
+
+def test_a_surname_passes_the_threshold_as_a_name_but_a_rare_common_word_does_not(store):
+    # the question's vector is far from every note: cosine 0 < 0.5 everywhere
+    first, hits = _first(store, "Find the note for Quispe.", points_to=None, min_score=0.5)
+    assert first == "quispe.txt" and hits[0].names_identifier and hits[0].score < 0.5
+    assert [h.document for h in hits] == ["quispe.txt"]
+    # "sumatriptan" is as rare, but the note does not write it as a name
+    _none, hits = _first(store, "Is sumatriptan safe?", points_to=None, min_score=0.5)
+    assert hits == []
+
+
+@pytest.mark.parametrize(
+    ("text", "gold"),
+    [
+        ("Whose health number is 947 304 7982?", "quispe.txt"),  # glued in the note
+        ("Whose health number is 947-304-7982?", "quispe.txt"),
+        ("Whose health number is 8123045521?", "weber.txt"),  # dashed in the note
+        ("Who has 812 304 5521?", "weber.txt"),
+        ("Who called from 3545746042?", "berg.txt"),  # (354) 574-6042 in the note
+        ("Who called from 354.574.6042?", "berg.txt"),
+        ("Who is on +44 20 7946 0958?", "lind.txt"),
+        ("Who is on 02079460958?", "lind.txt"),
+    ],
+)
+def test_a_number_written_in_other_groups_finds_its_note(store, text, gold):
+    for points_to in DOCS:
+        if points_to == gold:
+            continue
+        first, hits = _first(store, text, points_to=points_to, min_score=0.5)
+        assert first == gold, points_to
+        assert hits[0].names_identifier
+
+
+def test_digit_groups_are_one_identifier_not_three():
+    query = identifier_query("Whose number is 947 304 7982?")
+    assert '"9473047982"' in query and '"947 304 7982"' in query
+    assert '"304"' not in query and '"947"' not in query
+    # a glued number is found written in groups too
+    assert '"947 304 7982"' in identifier_query("Whose number is 9473047982?")
+    # two readings are not one number; a year-like number is not an identifier
+    assert identifier_query("between 120 and 140") == '"120" OR "140"'
+    assert number_forms("1234567")[:2] == ["1234567", "12 34567"]
+    assert len(number_forms("1" * 15)) <= 48
+
+
+def test_rare_terms_come_from_the_index(store):
+    rare = {t.phrase: t.chunks for t in rare_terms(store, "consultation for quispe or gout")}
+    assert rare == {"quispe": 1, "gout": 1}  # "consultation" is in every note
+    assert rare_terms(store, "Find the note for Zyxwv.") == []  # in no chunk: absent
+
+
+def test_a_question_of_common_words_is_ranked_by_its_vector(store):
+    # every note has "consultation", "seen" and "visit": BM25 has nothing to say
+    for gold in DOCS:
+        first, _hits = _first(store, "consultation seen visit", points_to=gold)
+        assert first == gold
+
+
+def test_names_are_capitalised_inside_a_sentence():
+    assert is_name_in("quispe", "Consultation with Rosa Quispe.")
+    assert is_name_in("muller", "Seen by Dr. Müller today")
+    assert not is_name_in("cough", "Seen for a cough.")
+    assert not is_name_in("cough", "Cough for two weeks.")  # a sentence's first word
