@@ -15,7 +15,15 @@ from __future__ import annotations
 import pytest
 
 from e2e.harness import SITE_ID, Browser, history, notice, wait_history, wait_notice
-from e2e.test_failclosed import fixture_text, sends, sent_prompt, type_draft, wait_until
+from e2e.test_failclosed import (
+    fixture_text,
+    grant_clipboard,  # noqa: F401 (a fixture)
+    paste_draft,
+    sends,
+    sent_prompt,
+    type_draft,
+    wait_until,
+)
 from e2e.test_protect import assert_perturbed_shape, squash
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]
@@ -75,10 +83,15 @@ def test_an_editor_that_makes_enter_a_new_line_keeps_the_text(browser: Browser) 
     assert page.evaluate("() => window.__attempts") == 1
 
 
-def test_chatscope_send_button_sends_the_protected_prompt(browser: Browser) -> None:
-    """The real @chatscope MessageInput's own send button (a click on the composer's control)."""
+@pytest.mark.usefixtures("grant_clipboard")
+@pytest.mark.parametrize("how", ["type", "paste"])
+def test_chatscope_send_button_sends_the_protected_prompt(browser: Browser, how: str) -> None:
+    """The real @chatscope MessageInput's own send button, after typing or a real paste."""
     page = browser.open_redesign("claude.ai", "chatscope")
-    type_draft(page, PROMPT)
+    if how == "paste":
+        paste_draft(page, PROMPT)
+    else:
+        type_draft(page, PROMPT)
     page.click("button.cs-button--send")
     wait_until(page, lambda: sends(browser.recorder), "nothing was sent")
     page.wait_for_timeout(800)
