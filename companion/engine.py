@@ -371,6 +371,8 @@ class _Holder:
 class Engine(Protocol):
     """What the answer service and the routes need of an engine (:class:`ModelEngine`)."""
 
+    loaded: Any  # the default model once loaded (companion.models.LoadedModel), else None
+
     @property
     def model_id(self) -> str: ...
 

@@ -81,6 +81,7 @@ def admit(plan: AnswerPlan, settings: Settings, rag: RagService) -> AnswerContex
         is_guest=plan.is_guest,
         answer_id=plan.id,
         options=plan.retrieval or RetrievalOptions(),
+        dry_run=plan.preview,
     )
     hits = list(admission.hits)
     return AnswerContext(

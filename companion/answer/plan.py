@@ -50,6 +50,9 @@ class AnswerPlan:
     model: Any = None  # companion.models.ModelEntry; None: the engine's default model
     guest: Any = None  # companion.keys.GuestKey when a guest asks
     conversation_id: str | None = None
+    # The owner previews what ``guest`` would receive: the guest's view, nothing charged
+    # (neither the key nor the documents' lifetime budgets).
+    preview: bool = False
     id: str = field(default_factory=lambda: "chatcmpl-" + secrets.token_hex(12))
     created: int = field(default_factory=lambda: int(time.time()))
 

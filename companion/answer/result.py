@@ -45,6 +45,12 @@ OWNER_PLAIN_NOTE = (
 )
 
 
+PREVIEW_NOTE = (
+    "A preview: what this guest key would receive now. Nothing was charged, neither the "
+    "key's budget nor the documents' lifetime budgets."
+)
+
+
 def receipt(plan: AnswerPlan, context: AnswerContext, result: GenerationResult) -> dict[str, Any]:
     """The answer's receipt; the owner's also says what the context budget cut."""
     out: dict[str, Any] = result.receipt.to_dict() if result.receipt else {}
@@ -86,6 +92,7 @@ def _guest_veil(
             "remaining": key.remaining,
         },
         "budget": _guest_budget(context.budget),
+        **({"preview": PREVIEW_NOTE} if plan.preview else {}),
     }
 
 

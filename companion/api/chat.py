@@ -163,6 +163,9 @@ async def chat_completions(
     documents plainly); a guest's defense is the key's. An unknown collection, model or
     conversation is a 404."""
     key = principal.key if principal.kind == "guest" else None
+    preview = _preview_key(request, principal, keys)
+    if preview is not None:  # the owner sees what this key would receive
+        key = preview
     if key is not None:  # the key's collection, defense and parameters, or 403
         body = guest_request(body, key, settings)
     model = _resolve_model(settings, body, engine)
@@ -177,6 +180,7 @@ async def chat_completions(
     plan = await run_in_threadpool(
         plan_answer, settings, rag, body, history, model=model, guest=key
     )
+    plan.preview = preview is not None
     # 400 before any charge; loads a model that is not loaded yet, in a worker thread
     await run_in_threadpool(_check_length, settings, engine, plan)
     model_id = model.id if model is not None else engine.model_id
@@ -210,9 +214,44 @@ def _ignored_header(body: ChatCompletionRequest) -> dict[str, str]:
     return {"X-Veil-Ignored": ", ".join(ignored)} if ignored else {}
 
 
+PREVIEW_HEADER = "X-Veil-Preview-Guest"
+
+
+def _preview_key(request: Request, principal: Any, keys: Any) -> Any:
+    """The guest key whose view the owner asks to preview (``X-Veil-Preview-Guest: <id>``)."""
+    raw = request.headers.get(PREVIEW_HEADER)
+    if raw is None:
+        return None
+    if not principal.is_owner:
+        raise APIError(
+            403,
+            ErrorCode.GUEST_FORBIDDEN,
+            f"only the owner can preview a guest's view; leave the {PREVIEW_HEADER} header out",
+        )
+    if not raw.strip().isdigit() or not raw.strip().isascii():
+        raise APIError(
+            400,
+            ErrorCode.INVALID_REQUEST,
+            f"{PREVIEW_HEADER} must be a guest key's id (a number, as GET /v1/keys lists "
+            f"them); got {raw[:40]!r}",
+        )
+    key = keys.get(int(raw.strip()))
+    if key is None:
+        raise APIError(404, ErrorCode.NOT_FOUND, f"no guest key with id {raw.strip()}")
+    if key.status() != "active":
+        raise APIError(
+            403,
+            ErrorCode.KEY_REVOKED if key.status() == "revoked" else ErrorCode.KEY_EXPIRED,
+            f"guest key {key.id} is {key.status()}: its holder gets no answer, so there is "
+            "nothing to preview",
+        )
+    return key
+
+
 def _charge(plan: AnswerPlan, keys: Any) -> None:
-    """A guest key pays the answer's calibrated epsilon before it is generated (403 if spent)."""
-    if plan.guest is not None:
+    """A guest key pays the answer's calibrated epsilon before it is generated (403 if spent);
+    the owner's preview of a key's view charges nothing."""
+    if plan.guest is not None and not plan.preview:
         plan.guest = charge_guest(keys, plan.guest, plan.defense, plan.max_tokens)
 
 

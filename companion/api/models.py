@@ -18,7 +18,7 @@ that lists the known ones.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
 
@@ -26,6 +26,9 @@ from companion.api.deps import EngineDep, OwnerDep, PrincipalDep, SettingsDep, S
 from companion.errors import APIError, ErrorCode
 from companion.models import ModelEntry, model_catalog
 from companion.settings import Settings
+
+if TYPE_CHECKING:
+    from companion.engine import Engine
 
 router = APIRouter(tags=["models"])
 
@@ -65,11 +68,8 @@ def _card(entry: ModelEntry, engine: Any, started: int, owner: bool) -> dict[str
     }
 
 
-def _state(engine: Any, model_id: str) -> dict[str, Any]:
-    if hasattr(engine, "load_state"):
-        return dict(engine.load_state(model_id))
-    loaded = getattr(engine, "loaded", None) is not None and model_id == engine.model_id
-    return {"model": model_id, "state": "loaded" if loaded else "not_loaded"}  # a test's fake
+def _state(engine: Engine, model_id: str) -> dict[str, Any]:
+    return dict(engine.load_state(model_id))
 
 
 @router.get("/v1/models", summary="List models (OpenAI-compatible): every model it can load")
@@ -92,8 +92,6 @@ def load_model(
     model_id: str, engine: EngineDep, settings: SettingsDep, owner: OwnerDep
 ) -> dict[str, Any]:
     entry = find_model(settings, model_id)
-    if not hasattr(engine, "start_load"):  # pragma: no cover - a test's fake engine
-        raise APIError(400, ErrorCode.INVALID_REQUEST, "this engine cannot load models")
     return dict(engine.start_load(entry))
 
 

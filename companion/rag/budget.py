@@ -325,8 +325,12 @@ class DocumentBudget:
         is_guest: bool,
         answer_id: str,
         options: RetrievalOptions | None = None,
+        dry_run: bool = False,
     ) -> Admission:
         """The answer's context, with its documents charged in one transaction, before generation.
+
+        ``dry_run``: the same admission and figures, nothing written (the owner's preview
+        of what a guest would receive: the owner may read the documents anyway).
 
         ``defense`` is a :class:`companion.decoding.config.DefenseConfig`; ``options``
         the retrieval mode and relevance threshold (companion/rag/retrieval.py; None:
@@ -347,6 +351,7 @@ class DocumentBudget:
             max_tokens=max_tokens,
             is_guest=is_guest,
             answer_id=answer_id,
+            dry_run=dry_run,
         )
         admission.retrieval = {
             "mode": options.mode,
@@ -374,6 +379,7 @@ class DocumentBudget:
         max_tokens: int,
         is_guest: bool,
         answer_id: str,
+        dry_run: bool = False,
     ) -> Admission:
         charge = planned_charge(defense, max_tokens, self.filter)
         admission = Admission(
@@ -428,6 +434,7 @@ class DocumentBudget:
                         defense,
                         max_tokens,
                         in_context=doc_id in in_context,
+                        dry_run=dry_run,
                     )
                 )
         return admission
@@ -443,27 +450,29 @@ class DocumentBudget:
         max_tokens: int,
         *,
         in_context: bool,
+        dry_run: bool = False,
     ) -> DocumentCharge:
         sha = row["sha256"]
         used, answers = spent.get(sha, (0.0, 0))
         after = used + charge
-        tx.set_spent(
-            sha,
-            kind="charge",
-            spent_after=after,
-            answers=answers + 1,
-            detail={
-                "defense": defense.to_dict(),
-                "max_tokens": max_tokens,
-                "order": self.filter.order,
-                "in_context": in_context,
-            },
-            document_id=int(row["id"]),
-            document=row["name"],
-            collection=row["collection"],
-            answer_id=answer_id,
-            charge_rdp=charge,
-        )
+        if not dry_run:  # a preview writes nothing
+            tx.set_spent(
+                sha,
+                kind="charge",
+                spent_after=after,
+                answers=answers + 1,
+                detail={
+                    "defense": defense.to_dict(),
+                    "max_tokens": max_tokens,
+                    "order": self.filter.order,
+                    "in_context": in_context,
+                },
+                document_id=int(row["id"]),
+                document=row["name"],
+                collection=row["collection"],
+                answer_id=answer_id,
+                charge_rdp=charge,
+            )
         spent[sha] = (after, answers + 1)
         return DocumentCharge(
             document_id=int(row["id"]),
