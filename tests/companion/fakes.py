@@ -6,6 +6,24 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def tiny_chat_model(folder: Any) -> Any:
+    """The tiny random llama (companion.audit.tiny) with a chat template, in ``folder``."""
+    from transformers import AutoTokenizer
+
+    from companion.audit.tiny import make_tiny_model
+
+    made = make_tiny_model(folder)
+    tokenizer = AutoTokenizer.from_pretrained(made)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(made)
+    return made
+
 
 class KeywordEmbedder:
     """Counts of a few keywords (and a small constant): texts on one topic have cosine ~1."""

@@ -14,10 +14,6 @@ from py_core.errors import InvalidParameterError
 from tests.companion.fakes import KeywordEmbedder
 
 BASE = "http://127.0.0.1:8765"
-TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
 DOCS = {
     "gout.txt": b"Gout: the doctor prescribed allopurinol 100 mg for gout, gout flares.",
     "asthma.txt": b"Asthma: use the salbutamol inhaler for asthma, two puffs, asthma plan.",
@@ -70,19 +66,6 @@ def test_retrieval_query_modes():
     assert query.endswith(" why?") and len(query) == 2000
     with pytest.raises(ValueError, match="retrieval query mode"):
         retrieval_query(history, "rewrite")
-
-
-@pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory):
-    from transformers import AutoTokenizer
-
-    from companion.audit.tiny import make_tiny_model
-
-    folder = make_tiny_model(tmp_path_factory.mktemp("tiny-chat"))
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    tokenizer.chat_template = TEMPLATE
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture

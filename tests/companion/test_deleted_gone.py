@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 from fastapi.testclient import TestClient
 
@@ -18,10 +17,6 @@ from tests.companion.fakes import KeywordEmbedder
 
 BASE = "http://127.0.0.1:8765"
 MARKER = b"zqxvmarker7731"  # in the deleted document's text only
-TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
 KEPT = b"Asthma: use the salbutamol inhaler for asthma, two puffs, asthma plan."
 DELETED = (
     b"Gout: the clinic noted " + MARKER + b" beside allopurinol 100 mg for gout, gout flares. "
@@ -39,19 +34,6 @@ def occurrences(home: Path, marker: bytes = MARKER) -> dict[str, int]:
             if count:
                 found[str(path.relative_to(home))] = count
     return found
-
-
-@pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory):
-    from transformers import AutoTokenizer
-
-    from companion.audit.tiny import make_tiny_model
-
-    folder = make_tiny_model(tmp_path_factory.mktemp("tiny-chat"))
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    tokenizer.chat_template = TEMPLATE
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def test_a_deleted_document_is_in_no_file_under_the_home(tiny_folder, tmp_path):

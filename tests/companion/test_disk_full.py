@@ -22,10 +22,6 @@ from companion.settings import Settings
 from tests.companion.fakes import KeywordEmbedder
 
 BASE = "http://127.0.0.1:8765"
-TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
 GOUT = b"Gout: the doctor prescribed allopurinol 100 mg for gout, gout flares."
 WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "DROP", "ALTER")
 
@@ -52,19 +48,6 @@ class FullDisk:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
-
-
-@pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory):
-    from transformers import AutoTokenizer
-
-    from companion.audit.tiny import make_tiny_model
-
-    folder = make_tiny_model(tmp_path_factory.mktemp("tiny-chat"))
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    tokenizer.chat_template = TEMPLATE
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 @contextlib.contextmanager
