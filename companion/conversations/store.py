@@ -52,6 +52,21 @@ MIGRATIONS = (db.Migration(1, "conversations", lambda conn: db.run_script(conn, 
 DELETED_DOCUMENT = "(deleted document)"
 
 MAX_TITLE = 200
+DEFAULT_TITLE = "New conversation"  # replaced by the first question (title_from) when asked
+TITLE_CHARS = 60
+
+
+def title_from(question: str) -> str:
+    """A conversation's title from its first question: one line, at most TITLE_CHARS."""
+    text = " ".join(question.split()) or DEFAULT_TITLE
+    if len(text) <= TITLE_CHARS:
+        return text
+    cut = text[: TITLE_CHARS - 1]
+    if " " in cut[TITLE_CHARS // 2 :]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,.;:") + "…"
+
+
 SETTING_KEYS = frozenset(
     {
         "model",
@@ -145,7 +160,7 @@ class ConversationStore:
             self._db.close()
 
     def create(
-        self, title: str = "New conversation", settings: dict[str, Any] | None = None
+        self, title: str = DEFAULT_TITLE, settings: dict[str, Any] | None = None
     ) -> Conversation:
         now = time.time()
         conv = Conversation(
@@ -237,6 +252,12 @@ class ConversationStore:
             if cursor.rowcount == 0:
                 raise KeyError(conv_id)
             self._db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conv_id))
+            if role == "user":  # an untitled conversation is titled by its first question
+                self._db.execute(
+                    "UPDATE conversations SET title = ? WHERE id = ? AND title = ? AND "
+                    "(SELECT COUNT(*) FROM messages WHERE conversation_id = ?) = 1",
+                    (title_from(content), conv_id, DEFAULT_TITLE, conv_id),
+                )
         return Message(
             id=int(cursor.lastrowid or 0), role=role, content=content, created=now, veil=veil
         )

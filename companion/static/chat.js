@@ -12,7 +12,12 @@ const state = {
   models: [],
   loadingModel: null,
   busy: false,
+  abort: null, // the running answer's AbortController (Stop)
+  guest: false, // the token is a guest key (companion.keys.KEY_PREFIX): chat only
+  history: [], // a guest's conversation, kept in the page (guests have no stored ones)
+  lastQuestion: null,
 };
+const GUEST_PREFIX = "veil_guest_";
 
 // The defenses, their knobs and defaults come from the registry (GET /v1/defenses).
 const defenses = { list: [], byName: {}, default: null };
@@ -47,6 +52,9 @@ async function explainToken() {
 
 async function checkToken() {
   if (!state.token) { $("token-state").textContent = "No token yet."; return false; }
+  state.guest = state.token.startsWith(GUEST_PREFIX);
+  document.body.classList.toggle("guest", state.guest);
+  if (state.guest) return checkGuest();
   try {
     state.settings = await api("/v1/chat/settings");
     $("token-state").textContent = "Connected.";
@@ -58,6 +66,33 @@ async function checkToken() {
     $("token-state").textContent = err.message;
     return false;
   }
+}
+
+// A guest key may chat (and list models and defenses) only: the page shows just that.
+async function checkGuest() {
+  try {
+    const models = await api("/v1/models");
+    state.models = models.data;
+    $("token-state").textContent = "Connected with a guest key.";
+    $("guest-state").textContent = "You chat with a guest key: over the collection and with the " +
+      "defense its owner chose for it. Its collection and remaining budget show after the first answer.";
+    $("prompt").placeholder = "Ask about the owner's shared documents… (Enter to send)";
+    return true;
+  } catch (err) {
+    $("token-state").textContent = err.message;
+    $("guest-state").textContent = err.message;
+    return false;
+  }
+}
+
+function showGuest(info, receipt) {
+  if (!info) return;
+  const budget = info.budget == null ? "no budget cap"
+    : `ε ${Number(info.remaining).toFixed(2)} of ${info.budget} left`;
+  const defense = receipt && (receipt.label || receipt.mechanism);
+  $("guest-state").textContent = `Guest key #${info.key_id}: collection ${info.collection}` +
+    (defense ? `, defense ${defense}` : "") + `, ${budget}.`;
+  $("guest-state").dataset.remaining = info.remaining == null ? "" : info.remaining;
 }
 
 function applySettings() {
@@ -213,6 +248,8 @@ async function chooseModel() {
 }
 
 function updateSend() {
+  $("send").hidden = state.abort !== null;
+  $("stop").hidden = state.abort === null;
   $("send").disabled = state.busy || state.loadingModel !== null;
   $("send").title = state.loadingModel ? `waiting for ${state.loadingModel} to load` : "";
 }
@@ -223,21 +260,34 @@ async function refreshCollections(select) {
   const collections = await api("/v1/collections");
   state.collections = new Set(collections.map((c) => c.name));
   const fallback = (state.settings && state.settings.default_collection) || "default";
-  const current = select || $("collection").value || fallback;
-  const names = new Set(state.collections);
-  names.add(current);
+  const wanted = select || $("collection").value || fallback;
+  // Only collections that exist are offered: a deleted one is never asked for again.
+  const names = [...state.collections].sort();
+  const current = names.includes(wanted) ? wanted : names.includes(fallback) ? fallback : names[0];
   $("collection").textContent = "";
-  for (const name of [...names].sort()) {
-    const option = new Option(name, name, false, name === current);
-    $("collection").append(option);
+  if (!names.length) $("collection").append(new Option("(no documents yet: upload some)", "", false, true));
+  for (const name of names) $("collection").append(new Option(name, name, false, name === current));
+  if (select && current !== select) {
+    $("upload-state").textContent = `The collection ${select} no longer exists` +
+      (current ? `; using ${current}.` : ".");
   }
+  showContext();
   await refreshDocuments();
 }
 
+function showContext() {
+  if (state.guest) { $("chat-context").textContent = ""; return; }
+  const name = $("collection").value;
+  $("chat-context").textContent = !$("use-rag").checked ? "Answers from the conversation alone (no documents)."
+    : name ? `Answers from the collection ${name} · defense ${$("defense").value || "…"}`
+      : "No documents yet: answers come from the model alone (upload documents in ⚙ Settings).";
+}
+
 async function refreshDocuments() {
-  const docs = await api("/v1/documents?collection=" + encodeURIComponent($("collection").value));
   const list = $("doc-list");
   list.textContent = "";
+  if (!$("collection").value) return;
+  const docs = await api("/v1/documents?collection=" + encodeURIComponent($("collection").value));
   for (const doc of docs) {
     const li = document.createElement("li");
     li.textContent = `${doc.name} (${plural(doc.chunks, "chunk")})`;
@@ -325,8 +375,14 @@ async function refreshConversations() {
     if (c.id === state.conversation) li.className = "current";
     const open = document.createElement("button");
     open.className = "conversation-open";
-    open.textContent = c.title;
-    open.title = `${plural(c.messages, "message")}; open`;
+    const title = document.createElement("span");
+    title.className = "conversation-title";
+    title.textContent = c.title;
+    const when = document.createElement("time");
+    when.dateTime = new Date(c.updated * 1000).toISOString();
+    when.textContent = formatWhen(c.updated);
+    open.append(title, when);
+    open.title = `${c.title} — ${plural(c.messages, "message")}, last ${new Date(c.updated * 1000).toLocaleString()}`;
     open.onclick = () => openConversation(c.id);
     const rename = document.createElement("button");
     rename.textContent = "✎"; rename.title = "Rename"; rename.className = "conversation-rename";
@@ -353,9 +409,36 @@ async function refreshConversations() {
       await refreshConversations();
     };
     li.append(open, rename, exp, del);
+    li.dataset.title = c.title.toLowerCase();
     list.append(li);
   }
   $("conversation-state").textContent = conversations.length ? "" : "No conversation yet: ask a question to start one.";
+  filterConversations();
+}
+
+// "14:05" today, "yesterday", "Mon", then "3 Dec" (and the year when it is not this one).
+function formatWhen(seconds) {
+  const d = new Date(seconds * 1000);
+  const now = new Date();
+  const day = (x) => new Date(x.getFullYear(), x.getMonth(), x.getDate()).getTime();
+  const days = Math.round((day(now) - day(d)) / 86400000);
+  if (days === 0) return d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  if (days === 1) return "yesterday";
+  if (days < 7) return d.toLocaleDateString([], { weekday: "short" });
+  const year = d.getFullYear() === now.getFullYear() ? undefined : "numeric";
+  return d.toLocaleDateString([], { day: "numeric", month: "short", year });
+}
+
+function filterConversations() {
+  const words = $("conversation-search").value.toLowerCase().split(/\s+/).filter(Boolean);
+  let shown = 0;
+  for (const li of $("conversation-list").children) {
+    const hit = words.every((w) => li.dataset.title.includes(w));
+    li.hidden = !hit;
+    if (hit) shown++;
+  }
+  if (words.length && !shown) $("conversation-state").textContent = "No conversation matches.";
+  else if (words.length) $("conversation-state").textContent = `${plural(shown, "conversation")} match.`;
 }
 
 async function exportConversation(id) {
@@ -374,6 +457,7 @@ async function exportConversation(id) {
 
 function newConversation() {
   state.conversation = null;
+  state.history = [];
   localStorage.removeItem("veil-conversation");
   $("messages").textContent = "";
   $("chat-title").textContent = "";
@@ -394,7 +478,8 @@ async function openConversation(id) {
   $("messages").textContent = "";
   for (const m of conv.messages) {
     const div = addMessage(m.role, m.content);
-    if (m.role === "assistant" && m.veil) renderReceipt(div, m.veil);
+    if (m.role === "assistant") { if (m.veil) renderReceipt(div, m.veil); addActions(div); }
+    if (m.role === "user") state.lastQuestion = m.content;
   }
   const s = conv.settings || {};
   if (s.defense && defenses.byName[s.defense]) { $("defense").value = s.defense; renderKnobs(s.defense_params || {}); }
@@ -402,7 +487,7 @@ async function openConversation(id) {
   if (typeof s.use_documents === "boolean") $("use-rag").checked = s.use_documents;
   if (s.retrieval_mode) $("retrieval-mode").value = s.retrieval_mode;
   if (typeof s.retrieval_min_score === "number") $("min-score").value = s.retrieval_min_score;
-  if (s.collection) await refreshCollections(s.collection);
+  await refreshCollections(s.collection || undefined);
   if (s.model && state.models.some((m) => m.id === s.model) && s.model !== $("model").value) {
     $("model").value = s.model;
     chooseModel();
@@ -415,10 +500,60 @@ async function openConversation(id) {
 function addMessage(role, text) {
   const div = document.createElement("div");
   div.className = "msg " + role;
-  div.textContent = text;
+  if (role === "assistant") setAnswer(div, text);
+  else div.textContent = text;
   $("messages").append(div);
   $("messages").scrollTop = $("messages").scrollHeight;
   return div;
+}
+
+// An answer's text as rendered Markdown (markdown.js escapes it first); the raw text is
+// kept for Copy and Regenerate.
+function setAnswer(div, text) {
+  div.dataset.raw = text;
+  div.classList.add("md");
+  let body = div.querySelector(":scope > .answer");
+  if (!body) { body = document.createElement("div"); body.className = "answer"; div.prepend(body); }
+  body.innerHTML = renderMarkdown(text); // escaped first, then only markdown.js's own tags
+}
+
+function addActions(div) {
+  const bar = document.createElement("div");
+  bar.className = "actions";
+  const copy = document.createElement("button");
+  copy.type = "button"; copy.className = "copy"; copy.textContent = "Copy";
+  copy.title = "Copy the answer's text";
+  copy.onclick = async () => {
+    try { await navigator.clipboard.writeText(div.dataset.raw || ""); copy.textContent = "Copied"; }
+    catch (_) { copy.textContent = "Copy failed"; }
+    setTimeout(() => { copy.textContent = "Copy"; }, 1500);
+  };
+  const again = document.createElement("button");
+  again.type = "button"; again.className = "regenerate"; again.textContent = "↻ Regenerate";
+  again.title = "Ask the same question again";
+  again.onclick = () => regenerate();
+  bar.append(copy, again);
+  div.append(bar);
+  for (const old of $("messages").querySelectorAll(".regenerate")) old.hidden = old !== again;
+}
+
+function regenerate() {
+  if (state.busy || !state.lastQuestion) return;
+  $("prompt").value = state.lastQuestion;
+  $("ask").requestSubmit();
+}
+
+// Which collection and passages the answer used, in one line above its citations.
+function renderUsed(div, veil, asked) {
+  const line = document.createElement("div");
+  line.className = "used";
+  const cites = veil.citations || [];
+  const collection = (cites.find((c) => c.collection) || {}).collection || (veil.guest && veil.guest.collection) || asked;
+  if (!collection) line.textContent = "No documents used: the answer comes from the conversation alone.";
+  else if (!cites.length) line.textContent = `Collection ${collection}: no passage was used for this answer.`;
+  else line.textContent = `Collection ${collection}: ${plural(cites.length, "passage")} used — ` +
+    cites.map((c) => `[${c.n}] ${citationPlace(c)}`).join("; ");
+  div.append(line);
 }
 
 function receiptKind(r) {
@@ -479,7 +614,8 @@ function citationPlace(c) {
   return place;
 }
 
-function renderReceipt(div, veil) {
+function renderReceipt(div, veil, asked) {
+  renderUsed(div, veil, asked);
   const r = veil.receipt || {};
   const box = document.createElement("div");
   box.className = "receipt " + receiptKind(r);
@@ -541,48 +677,22 @@ async function ask(event) {
   event.preventDefault();
   const text = $("prompt").value.trim();
   if (!text || state.busy || state.loadingModel) return;
-  if (!validate()) return;
+  if (!state.guest && !validate()) return;
   state.busy = true;
   updateSend();
-  try {
-    if (!state.conversation) {
-      const title = text.length > 60 ? text.slice(0, 57) + "…" : text;
-      const conv = await api("/v1/conversations", {
-        method: "POST", headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ title, settings: currentSettings() }),
-      });
-      state.conversation = conv.id;
-      localStorage.setItem("veil-conversation", conv.id);
-      $("chat-title").textContent = conv.title;
-    }
-  } catch (err) {
-    $("settings-state").textContent = "Not sent: " + err.message;
-    state.busy = false; updateSend();
-    return;
-  }
+  if (!state.guest && !(await ensureConversation(text))) { state.busy = false; updateSend(); return; }
   $("prompt").value = "";
+  state.lastQuestion = text;
   addMessage("user", text);
   const div = addMessage("assistant", "");
-  const body = {
-    conversation_id: state.conversation,
-    messages: [{ role: "user", content: text }], stream: true,
-    max_tokens: Number($("max-tokens").value),
-    defense: $("defense").value, defense_params: knobValues(),
-  };
-  if ($("model").value) body.model = $("model").value;
-  if (body.collection !== null) {
-    // Always sent: the page shows the API's defaults, and asks for exactly what it shows.
-    body.retrieval_mode = $("retrieval-mode").value;
-    body.retrieval_min_score = Number($("min-score").value);
-  }
-  // The API's rule, written out: a named collection that does not exist yet is left out
-  // (the companion's default applies), unticked means no retrieval at all.
-  if (!$("use-rag").checked) body.collection = null;
-  else if (state.collections.has($("collection").value)) body.collection = $("collection").value;
+  const body = state.guest ? guestBody(text) : ownerBody(text);
+  state.abort = new AbortController();
+  updateSend();
   let answer = "";
   try {
     const response = await fetch("/v1/chat/completions", {
-      method: "POST", headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify(body),
+      method: "POST", headers: headers({ "Content-Type": "application/json" }),
+      body: JSON.stringify(body), signal: state.abort.signal,
     });
     if (!response.ok) {
       let message = response.status + "";
@@ -595,17 +705,92 @@ async function ask(event) {
       const event = JSON.parse(data);
       if (event.error) throw new Error(event.error.message);
       const delta = event.choices[0].delta.content;
-      if (delta) { answer += delta; div.textContent = answer; }
-      if (event.veil) renderReceipt(div, event.veil);
+      if (delta) { answer += delta; setAnswer(div, answer); }
+      if (event.veil) {
+        renderReceipt(div, event.veil, body.collection);
+        if (state.guest) showGuest(event.veil.guest, event.veil.receipt);
+      }
     });
+    if (state.guest) state.history.push({ role: "user", content: text }, { role: "assistant", content: answer });
+    addActions(div);
   } catch (err) {
-    div.className = "msg error";
-    div.textContent = (answer ? answer + "\n\n" : "") + "Error: " + err.message;
+    if (err.name === "AbortError") {
+      div.classList.add("stopped");
+      const note = document.createElement("span");
+      note.className = "stopped-note";
+      note.textContent = "Stopped: the companion stopped generating this answer.";
+      div.append(note);
+      if (state.guest) state.history.push({ role: "user", content: text }, { role: "assistant", content: answer });
+      addActions(div);
+    } else {
+      div.className = "msg error";
+      div.textContent = (answer ? answer + "\n\n" : "") + "Error: " + err.message;
+    }
   } finally {
     state.busy = false;
+    state.abort = null;
     updateSend();
-    refreshConversations();
+    if (!state.guest) refreshConversations();
   }
+}
+
+function stop() {
+  if (state.abort) state.abort.abort(); // the server sees the connection close and cancels
+}
+
+// A conversation's title from its first question (the store's rule, title_from): one
+// line of at most 60 characters, cut at a word.
+function titleFrom(question) {
+  const text = question.split(/\s+/).filter(Boolean).join(" ") || "New conversation";
+  if (text.length <= 60) return text;
+  let cut = text.slice(0, 59);
+  if (cut.slice(30).includes(" ")) cut = cut.slice(0, cut.lastIndexOf(" "));
+  return cut.replace(/[ ,.;:]+$/, "") + "…";
+}
+
+async function ensureConversation(text) {
+  if (state.conversation) return true;
+  try {
+    const title = titleFrom(text);
+    const conv = await api("/v1/conversations", {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ title, settings: currentSettings() }),
+    });
+    state.conversation = conv.id;
+    localStorage.setItem("veil-conversation", conv.id);
+    $("chat-title").textContent = conv.title;
+    return true;
+  } catch (err) {
+    $("settings-state").textContent = "Not sent: " + err.message;
+    return false;
+  }
+}
+
+// A guest sends the whole conversation (no stored ones) and no collection or defense:
+// the key's own apply.
+function guestBody(text) {
+  return {
+    messages: [...state.history, { role: "user", content: text }],
+    stream: true,
+    max_tokens: Number($("max-tokens").value) || undefined,
+  };
+}
+
+function ownerBody(text) {
+  const body = {
+    conversation_id: state.conversation,
+    messages: [{ role: "user", content: text }], stream: true,
+    max_tokens: Number($("max-tokens").value),
+    defense: $("defense").value, defense_params: knobValues(),
+    retrieval_mode: $("retrieval-mode").value,
+    retrieval_min_score: Number($("min-score").value),
+  };
+  if ($("model").value) body.model = $("model").value;
+  // Unticked: no retrieval at all; a collection is named only when it exists (the page
+  // offers no other), else the companion's default applies.
+  if (!$("use-rag").checked) body.collection = null;
+  else if (state.collections.has($("collection").value)) body.collection = $("collection").value;
+  return body;
 }
 
 // ------------------------------------------------------------------ wiring
@@ -613,15 +798,26 @@ async function ask(event) {
 $("save-token").onclick = async () => {
   state.token = $("token").value.trim();
   localStorage.setItem("veil-token", state.token);
+  newConversation();
   if (await checkToken()) await start();
 };
-$("defense").onchange = () => { renderKnobs(); saveSettings(); };
+$("stop").onclick = stop;
+$("conversation-search").oninput = filterConversations;
+$("guest-new").onclick = newConversation;
+function openSettings(open) {
+  $("settings").hidden = !open;
+  $("open-settings").setAttribute("aria-expanded", String(open));
+}
+$("open-settings").onclick = () => openSettings($("settings").hidden);
+$("close-settings").onclick = () => openSettings(false);
+document.addEventListener("keydown", (e) => { if (e.key === "Escape") openSettings(false); });
+$("defense").onchange = () => { renderKnobs(); showContext(); saveSettings(); };
 $("knobs").addEventListener("change", () => { validate(); saveSettings(); });
 $("max-tokens").onchange = () => { validate(); saveSettings(); };
-$("use-rag").onchange = saveSettings;
+$("use-rag").onchange = () => { showContext(); saveSettings(); };
 $("retrieval-mode").onchange = saveSettings;
 $("min-score").onchange = () => { validate(); saveSettings(); };
-$("collection").onchange = async () => { await refreshDocuments(); await saveSettings(); };
+$("collection").onchange = async () => { showContext(); await refreshDocuments(); await saveSettings(); };
 $("model").onchange = chooseModel;
 $("upload").onclick = upload;
 $("ask").onsubmit = ask;
@@ -632,10 +828,12 @@ $("prompt").addEventListener("keydown", (e) => {
 $("token").value = state.token;
 
 async function start() {
+  if (state.guest) { showContext(); return; }
   await refreshCollections();
   await refreshConversations();
   if (state.conversation) await openConversation(state.conversation);
 }
 
 explainToken();
-checkToken().then((ok) => ok && start());
+// The settings drawer is open until the page has a working token, closed afterwards.
+checkToken().then((ok) => { openSettings(!ok); return ok && start(); });

@@ -68,5 +68,6 @@ async function createKey() {
 $("key-create").onclick = createKey;
 $("key-copy").onclick = () => navigator.clipboard.writeText($("key-value").textContent);
 // chat.js's own handler (registered first) has stored the new token by now.
-$("save-token").addEventListener("click", () => refreshKeys());
-if (state.token) refreshKeys();
+// A guest key has no guest keys to list (the page is chat only then).
+$("save-token").addEventListener("click", () => { if (!state.guest) refreshKeys(); });
+if (state.token && !state.token.startsWith(GUEST_PREFIX)) refreshKeys();
