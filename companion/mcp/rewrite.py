@@ -45,16 +45,25 @@ was found and what was sent -- never what was there.
 
 from __future__ import annotations
 
-import bisect
 import itertools
-import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from companion.mcp.edits import Rewrite, Spans, apply_edits, shift_spans
 from companion.mcp.guard import NoiseSource, decimals_of, precision_of
+from companion.mcp.structures import StructureRewrites
+from companion.mcp.vocabulary import (
+    CAMEL,
+    FILLER,
+    LABEL_KEYS,
+    UNIT_KEYS,
+    UNITS,
+    VALUE_KEYS,
+    key_words,
+    norm_unit,
+)
 from py_core.errors import InvalidParameterError
 from py_core.rootguard.profile import DerivedSpec, Profile
 from py_core.rootguard.text import (
@@ -84,87 +93,6 @@ class ArgumentRefused(InvalidParameterError):
     """A tool call that cannot be sanitized without guessing; it is not forwarded."""
 
 
-@dataclass(frozen=True, slots=True)
-class Rewrite:
-    """One replaced value: where, which, how it was found, and what was sent instead."""
-
-    path: str  # JSON path in the arguments, e.g. "$.vitals[0].value"
-    name: str  # the profile value
-    how: str  # "field" | "pair" | "text" | "value"
-    sent: str  # what the service received there (a noisy value)
-
-    def to_dict(self) -> dict[str, str]:
-        return {"path": self.path, "name": self.name, "how": self.how, "sent": self.sent}
-
-
-# Unit words (lower case, spaces removed, µ/μ -> u, ² -> 2) -> the units of units.py.
-_UNITS = {
-    **dict.fromkeys(("kg", "kgs", "kilo", "kilos", "kilogram", "kilograms"), "kg"),
-    **dict.fromkeys(("lb", "lbs", "pound", "pounds"), "lb"),
-    **dict.fromkeys(("cm", "centimeter", "centimeters", "centimetre", "centimetres"), "cm"),
-    **dict.fromkeys(("m", "meter", "meters", "metre", "metres"), "m"),
-    **dict.fromkeys(("mm", "millimeter", "millimeters", "millimetre", "millimetres"), "mm"),
-    **dict.fromkeys(("in", "inch", "inches"), "in"),
-    **dict.fromkeys(("ft", "feet", "foot"), "ft"),
-    "mmhg": "mmHg",
-    **dict.fromkeys(("mg/dl", "mgdl", "mg/100ml"), "mg/dL"),
-    **dict.fromkeys(("mmol/l", "mmoll", "mmol"), "mmol/L"),
-    **dict.fromkeys(("umol/l", "umoll", "umol"), "umol/L"),
-    **dict.fromkeys(("uu/ml", "uiu/ml", "uuml", "microu/ml"), "uU/mL"),
-    **dict.fromkeys(("mu/l", "miu/l"), "mU/L"),
-    **dict.fromkeys(("pmol/l", "pmoll", "pmol"), "pmol/L"),
-    "u/l": "U/L",
-    "iu/l": "IU/L",
-    **dict.fromkeys(("10^9/l", "x10^9/l", "10e9/l", "giga/l"), "10^9/L"),
-    **dict.fromkeys(("10^3/ul", "x10^3/ul", "k/ul", "thousand/ul"), "10^3/uL"),
-    **dict.fromkeys(("years", "year", "yrs", "yr", "y", "yo", "yearsold"), "years"),
-    **dict.fromkeys(("kg/m2", "kgm2"), "kg/m2"),
-    **dict.fromkeys(("%", "percent", "pct"), "%"),
-    **dict.fromkeys(("ml/min/1.73m2", "ml/min"), "mL/min/1.73m2"),
-    # The units of py_core.rootguard.written.EXTRA_UNITS.
-    **dict.fromkeys(("g", "gr", "gram", "grams", "gramm"), "g"),
-    **dict.fromkeys(("mg", "milligram", "milligrams"), "mg"),
-    **dict.fromkeys(("oz", "ounce", "ounces"), "oz"),
-    **dict.fromkeys(("st", "stone", "stones"), "st"),
-    **dict.fromkeys(("months", "month", "mo", "mos", "mths", "mth"), "months"),
-    **dict.fromkeys(("weeks", "week", "wk", "wks"), "weeks"),
-    **dict.fromkeys(("days", "day"), "days"),
-    **dict.fromkeys(("dm", "decimeter", "decimeters", "decimetre", "decimetres"), "dm"),
-    **dict.fromkeys(("/ul", "perul", "ul", "/mm3", "mm3", "cells/ul", "/microliter"), "/uL"),
-    "g/l": "g/L",
-    "mg/l": "mg/L",
-    "kpa": "kPa",
-    **dict.fromkeys(("ukat/l", "ukatl"), "ukat/L"),
-}
-# Words that say nothing about which value a field holds.
-_FILLER = frozenset(
-    {"patient", "patients", "my", "the", "a", "current", "latest", "last", "measured", "value"}
-    | {"val", "reported", "self", "user", "person", "persons", "of", "in", "at", "baseline"}
-    | {"recent", "today", "s"}
-)
-_LABEL_KEYS = frozenset(
-    {"name", "type", "key", "metric", "label", "code", "parameter", "test", "measure", "kind"}
-    | {"field", "observation", "analyte", "variable", "item"}
-)
-_VALUE_KEYS = frozenset(
-    {"value", "amount", "result", "reading", "quantity", "val", "number", "measurement"}
-)
-_UNIT_KEYS = frozenset(("unit", "units", "uom", "unit_of_measure"))
-_NUMERIC = re.compile(r"^\s*(?P<num>[-+]?\d+(?:\.\d+)?)\s*(?P<unit>\S(?:.*\S)?)?\s*$")
-_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
-_SPLIT = re.compile(r"[^a-z0-9]+")
-
-
-def _norm_unit(text: str) -> str:
-    return (
-        text.lower().replace(" ", "").replace("µ", "u").replace("μ", "u").replace("²", "2")
-    ).strip(".")
-
-
-def _words(text: str) -> list[str]:
-    return [w for w in _SPLIT.split(_CAMEL.sub(r"\1 \2", text).lower()) if w]
-
-
 def _written_decimals(text: str) -> int:
     return len(text.split(".", 1)[1]) if "." in text else 0
 
@@ -182,54 +110,11 @@ _KEY_BEFORE = re.compile(
     r"""(?:^|[^\w.\-]|%[0-9A-Fa-f]{2})(?P<q>["']?)(?P<key>[A-Za-z_][\w.\-]{0,60})(?P=q)\s*"""
     r"""(?P<sep>==?|:=|=>|->|:|%3[Dd])\s*["']?$"""
 )
-_INSERT = re.compile(
-    r"\binsert\s+(?:or\s+\w+\s+)?into\s+[\w.\"`\[\]]+\s*\((?P<cols>[^()]*)\)\s*values\s*",
-    re.IGNORECASE,
-)
-_TABLE_DELIMITERS = (",", ";", "\t", "|")
 _GLUED = re.compile(r"(?<![A-Za-z])(?P<word>[A-Za-z]{2,30})(?P<num>\d+(?:[.,]\d+)?)(?!\d)")
 _MAX_DEPTH = 8
 
 
-class _Spans:
-    """A set of text spans, merged, for "does this overlap one" in O(log n)."""
-
-    def __init__(self, spans: list[tuple[int, int]]) -> None:
-        merged: list[list[int]] = []
-        for a, b in sorted(spans):
-            if merged and a <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], b)
-            else:
-                merged.append([a, b])
-        self.starts = [m[0] for m in merged]
-        self.ends = [m[1] for m in merged]
-
-    def add(self, start: int, end: int) -> None:
-        i = bisect.bisect_left(self.starts, start)
-        self.starts.insert(i, start)
-        # ``ends`` holds the furthest end of the spans up to each one (what overlaps() asks).
-        self.ends.insert(i, max(end, self.ends[i - 1]) if i else end)
-        j = i + 1
-        while j < len(self.ends) and self.ends[j] < self.ends[j - 1]:
-            self.ends[j] = self.ends[j - 1]
-            j += 1
-
-    def overlaps(self, start: int, end: int) -> bool:
-        i = bisect.bisect_left(self.starts, end)  # spans starting before ``end``
-        return i > 0 and self.ends[i - 1] > start
-
-
-def _apply(text: str, edits: list[tuple[int, int, str]]) -> str:
-    out, position = [], 0
-    for start, end, new in sorted(edits):
-        out.append(text[position:start])
-        out.append(new)
-        position = end
-    out.append(text[position:])
-    return "".join(out)
-
-
-class Rewriter:
+class Rewriter(StructureRewrites):
     """Rewrites tool-call arguments for one profile (see the module docstring)."""
 
     def __init__(self, profile: Profile, *, strict: bool = True) -> None:
@@ -239,7 +124,7 @@ class Rewriter:
         for name in profile.names:
             spec = profile.spec(name)
             for alias in (name, *spec.aliases):
-                key = tuple(_words(alias))
+                key = tuple(key_words(alias))
                 if key and key not in self._phrases:
                     self._phrases[key] = name
         self._longest = max((len(k) for k in self._phrases), default=1)
@@ -277,12 +162,12 @@ class Rewriter:
         cached = self._field_cache.get((key, description), "")
         if cached != "":
             return cached
-        words = [w for w in _words(key) if w not in _FILLER and _norm_unit(w) not in _UNITS]
+        words = [w for w in key_words(key) if w not in FILLER and norm_unit(w) not in UNITS]
         found = self._phrases.get(tuple(words)) if words else None
         if found is None and words:
             found = self._phrase_in(words)
         if found is None and description:
-            found = self._phrase_in(_words(description))
+            found = self._phrase_in(key_words(description))
         self._field_cache[(key, description)] = found
         return found
 
@@ -294,7 +179,7 @@ class Rewriter:
         quantity = self._quantity(name)
         if quantity == "platelets" and re.fullmatch(r"\s*G\s*/\s*L\s*", text):
             return "G/L"
-        unit = _UNITS.get(_norm_unit(text))
+        unit = UNITS.get(norm_unit(text))
         if unit is not None and factor(quantity, unit) is not None:
             return unit
         return None
@@ -307,12 +192,12 @@ class Rewriter:
             whole = self._unit_word(name, text)
             if whole is not None:
                 return whole
-            tokens = re.split(r"[\s_,;()\[\]]+", _CAMEL.sub(r"\1 \2", text))
+            tokens = re.split(r"[\s_,;()\[\]]+", CAMEL.sub(r"\1 \2", text))
             for token in tokens:
                 unit = self._unit_word(name, token) if token else None
                 if unit is not None:
                     return unit
-            words = _words(text)
+            words = key_words(text)
             for a, b in itertools.pairwise(words):
                 unit = self._unit_word(name, f"{a}/{b}")
                 if unit is not None:
@@ -394,9 +279,9 @@ class Rewriter:
         label = ""
         unit_text = ""
         for key, v in value.items():
-            if key.lower() in _LABEL_KEYS and isinstance(v, str) and pair is None:
+            if key.lower() in LABEL_KEYS and isinstance(v, str) and pair is None:
                 pair, label = self.field_value(v), v
-            if key.lower() in _UNIT_KEYS and isinstance(v, str):
+            if key.lower() in UNIT_KEYS and isinstance(v, str):
                 unit_text = v
         out: dict[str, Any] = {}
         for index, (key, v) in enumerate(value.items()):
@@ -413,10 +298,10 @@ class Rewriter:
                 if re.fullmatch(r"[A-Za-z_]\w*", new_key)
                 else f"{path}[{new_key!r}]"
             )
-            if key.lower() in _UNIT_KEYS or (key.lower() in _LABEL_KEYS and isinstance(v, str)):
+            if key.lower() in UNIT_KEYS or (key.lower() in LABEL_KEYS and isinstance(v, str)):
                 # A label or unit field is text about the value, not the value.
                 new = self._walk(v, sub, sub_path, None, (), source, log, depth)
-            elif pair is not None and key.lower() in _VALUE_KEYS:
+            elif pair is not None and key.lower() in VALUE_KEYS:
                 new = self._walk(
                     v, sub, sub_path, pair, (unit_text, label, str(description)), source, log,
                     depth,
@@ -523,170 +408,6 @@ class Rewriter:
             return value[: written.start] + text + value[written.end :]
         return None
 
-    # -- structures inside a string --------------------------------------------------------------
-    def _json(
-        self,
-        value: str,
-        path: str,
-        name: str | None,
-        hints: tuple[str, ...],
-        source: NoiseSource,
-        log: list[Rewrite],
-        depth: int,
-    ) -> str | None:
-        stripped = value.strip()
-        if stripped[:1] not in ("{", "[") or stripped[-1:] not in ("}", "]"):
-            return None
-        try:
-            data = json.loads(stripped)
-        except ValueError:
-            return None
-        out = self._walk(data, {}, f"{path}<json>", name, hints, source, log, depth)
-        if out == data:
-            return value
-        if "\n" in stripped:
-            m = re.search(r"\n([ \t]+)\S", stripped)
-            indent: int | str | None = m.group(1) if m else 2
-            separators = (",", ": ")
-        else:
-            indent = None
-            separators = (
-                ", " if re.search(r",\s", stripped) else ",",
-                ": " if re.search(r":\s", stripped) else ":",
-            )
-        text = json.dumps(out, ensure_ascii=False, indent=indent, separators=separators)
-        lead = value[: len(value) - len(value.lstrip())]
-        trail = value[len(value.rstrip()) :]
-        return lead + text + trail
-
-    def _literal(
-        self,
-        text: str,
-        path: str,
-        column: str | None,
-        source: NoiseSource,
-        log: list[Rewrite],
-        depth: int,
-    ) -> str:
-        """One cell or SQL literal, as a field named by its column (quotes kept)."""
-        core = text.strip()
-        lead = text[: len(text) - len(text.lstrip())]
-        trail = text[len(text.rstrip()) :]
-        quote = (
-            core[:1] if core[:1] in ("'", '"') and core[-1:] == core[:1] and len(core) > 1 else ""
-        )
-        inner = core[1:-1] if quote else core
-        if quote:
-            inner = inner.replace(quote * 2, quote)
-        name = self.field_value(column) if column else None
-        hints = (column,) if column else ()
-        new = self._string(inner, path, name, hints, source, log, depth)
-        if new == inner:
-            return text
-        if quote:
-            new = quote + new.replace(quote, quote * 2) + quote
-        return lead + new + trail
-
-    def _sql(
-        self,
-        value: str,
-        path: str,
-        name: str | None,
-        hints: tuple[str, ...],
-        source: NoiseSource,
-        log: list[Rewrite],
-        depth: int,
-    ) -> str | None:
-        m = _INSERT.search(value)
-        if m is None:
-            return None
-        columns = [c.strip().strip('"`[]') for c in m.group("cols").split(",")]
-        edits: list[tuple[int, int, str]] = []
-        done: list[tuple[int, int]] = []
-        i, n = m.end(), len(value)
-        while True:
-            while i < n and value[i] in " \t\r\n,":
-                i += 1
-            if i >= n or value[i] != "(":
-                break
-            i += 1
-            col = 0
-            while i < n:
-                while i < n and value[i] in " \t\r\n":
-                    i += 1
-                start = i
-                if i < n and value[i] in ("'", '"'):
-                    q = value[i]
-                    i += 1
-                    while i < n:
-                        if value[i] == q and value[i + 1 : i + 2] == q:
-                            i += 2
-                        elif value[i] == q:
-                            i += 1
-                            break
-                        else:
-                            i += 1
-                while i < n and value[i] not in ",)":
-                    i += 1
-                literal = value[start:i]
-                column = columns[col] if col < len(columns) else None
-                new = self._literal(literal, f"{path}<sql>", column, source, log, depth)
-                if new != literal:
-                    edits.append((start, i, new))
-                done.append((start, i))
-                if i < n and value[i] == ",":
-                    col += 1
-                    i += 1
-                    continue
-                i += 1  # ")"
-                break
-        rest = _apply(value, edits)
-        shift_done = _shift_spans(done, edits)
-        return self._text(rest, path, name, hints, source, log, shift_done)
-
-    def _table(
-        self,
-        value: str,
-        path: str,
-        name: str | None,
-        hints: tuple[str, ...],
-        source: NoiseSource,
-        log: list[Rewrite],
-        depth: int,
-    ) -> str | None:
-        lines = [m for m in re.finditer(r"[^\r\n]+", value) if m.group(0).strip()]
-        if len(lines) < 2:
-            return None
-        delimiter = next(
-            (
-                d
-                for d in _TABLE_DELIMITERS
-                if len({ln.group(0).count(d) for ln in lines}) == 1 and lines[0].group(0).count(d)
-            ),
-            None,
-        )
-        if delimiter is None:
-            return None
-        header = [c.strip().strip("\"'") for c in lines[0].group(0).split(delimiter)]
-        if any(len(c) > 40 or parse_single(c) is not None for c in header if c):
-            return None  # no header: the numbers are read as text
-        edits: list[tuple[int, int, str]] = []
-        done: list[tuple[int, int]] = []
-        for line in lines[1:]:
-            cells = line.group(0).split(delimiter)
-            if all(re.fullmatch(r"\s*:?-{2,}:?\s*|\s*", c) for c in cells):
-                continue  # a Markdown table's rule
-            position = line.start()
-            for j, cell in enumerate(cells):
-                column = header[j] if j < len(header) and header[j] else None
-                new = self._literal(cell, f"{path}<table>", column, source, log, depth)
-                if new != cell:
-                    edits.append((position, position + len(cell), new))
-                done.append((position, position + len(cell)))
-                position += len(cell) + len(delimiter)
-        rest = _apply(value, edits)
-        return self._text(rest, path, name, hints, source, log, _shift_spans(done, edits))
-
     # -- free text --------------------------------------------------------------------------------
     def _text(
         self,
@@ -700,7 +421,7 @@ class Rewriter:
     ) -> str:
         roots = {k: v for k, v in source.truth.items() if k in self.profile.roots}
         mentions = find_mentions(value, self.profile, roots)
-        handled = _Spans(done)
+        handled = Spans(done)
         usable = [
             m
             for m in mentions
@@ -713,7 +434,7 @@ class Rewriter:
             edits = [
                 (m.start, m.end, r.replacement) for m, r in zip(usable, replacements, strict=True)
             ]
-            done = _shift_spans(done, edits)
+            done = shift_spans(done, edits)
         done = done + [(r.start, r.end) for r in replacements]
         return self._scan(new, done, path, name, hints, source, log)
 
@@ -733,7 +454,7 @@ class Rewriter:
         ]
         # A number glued to an alias is in its context ("age47", "weight93.7kg", "ALT38").
         for m in _GLUED.finditer(text):
-            glued = self._phrases.get(tuple(_words(m.group("word"))))
+            glued = self._phrases.get(tuple(key_words(m.group("word"))))
             if glued is not None:
                 start = m.start("num")
                 body = m.group("num")
@@ -741,7 +462,7 @@ class Rewriter:
         if not runs:
             return text
         runs.sort(key=lambda r: r[0])
-        skip = _Spans(done + dates_and_times(text) + unit_spans(text))
+        skip = Spans(done + dates_and_times(text) + unit_spans(text))
         hits = alias_hits(text, self.profile)
         edits: list[tuple[int, int, str]] = []
         for start, end, run_readings, glued_to in runs:
@@ -758,7 +479,7 @@ class Rewriter:
                 key_match.group("sep") != ":"
                 or key_match.group("q")
                 or "_" in key_match.group("key")
-                or _CAMEL.search(key_match.group("key"))
+                or CAMEL.search(key_match.group("key"))
             ):
                 key = key_match.group("key")
             near = names_before(text, start, hits) | glued_to
@@ -778,7 +499,7 @@ class Rewriter:
                     edits.append((written.start, written.end, sent))
                     log.append(Rewrite(path, target_name, "text", sent))
                 break
-        return _apply(text, edits)
+        return apply_edits(text, edits)
 
     def _in_context(
         self,
@@ -939,24 +660,3 @@ class Rewriter:
         if not math.isfinite(noisy):
             return None
         return convert_any(noisy, spec.quantity, spec.unit, unit)
-
-
-def _shift_spans(
-    spans: list[tuple[int, int]], edits: list[tuple[int, int, str]]
-) -> list[tuple[int, int]]:
-    """``spans`` of a text moved to where they stand once ``edits`` (each inside one span or
-    outside all of them) are applied."""
-    ordered = sorted(edits)
-    starts = [e[0] for e in ordered]
-    ends = sorted(e[1] for e in ordered)
-    by_end = sorted(ordered, key=lambda e: e[1])
-    before_end = list(itertools.accumulate((len(e[2]) - (e[1] - e[0]) for e in by_end), initial=0))
-    before_start = list(
-        itertools.accumulate((len(e[2]) - (e[1] - e[0]) for e in ordered), initial=0)
-    )
-    out = []
-    for a, b in spans:
-        shift_a = before_end[bisect.bisect_right(ends, a)]  # edits that end at or before a
-        shift_b = before_start[bisect.bisect_left(starts, b)]  # edits that start before b
-        out.append((a + shift_a, b + shift_b))
-    return out
