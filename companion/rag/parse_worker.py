@@ -42,6 +42,11 @@ from companion.rag.ingest import (
 )
 from py_core.errors import InvalidParameterError
 
+# The child lowers its priority before it imports anything (its start costs CPU too).
+CHILD_START = (
+    "import os, runpy; os.nice(10); runpy.run_module('companion.rag.parse_worker', "
+    "run_name='__main__')"
+)
 POLL_S = 0.1  # how often the parent looks at the child, the clock and the client
 ROOT = Path(__file__).resolve().parents[2]  # the folder that holds companion/ and py_core/
 # What the child's environment keeps of the server's (nothing else: no tokens, no paths).
@@ -156,8 +161,8 @@ async def parse_document(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-s",
-        "-m",
-        "companion.rag.parse_worker",
+        "-c",
+        CHILD_START,
         limits.to_json(),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -271,11 +276,10 @@ def _answer(
 
 
 def _limit_self(limits: ParseLimits) -> None:
-    """Priority down, then the limits: address space, CPU seconds, no core files."""
+    """The limits: address space, CPU seconds, no core files (the priority is already
+    down: :data:`CHILD_START`)."""
     import resource
 
-    with contextlib.suppress(OSError):
-        os.nice(10)  # the server's event loop comes first on a busy machine
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     cpu = int(limits.timeout_s) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -310,7 +314,7 @@ def _child(name: str, limits: ParseLimits, data: bytes) -> dict[str, Any]:
 
 
 def main() -> None:
-    """``python -m companion.rag.parse_worker LIMITS_JSON``; stdin: a JSON line with the
+    """``python -m companion.rag.parse_worker LIMITS_JSON`` (run by :data:`CHILD_START`); stdin: a JSON line with the
     file's name, then the file; stdout: one JSON object (the text, or the refusal)."""
     limits = ParseLimits.from_json(sys.argv[1])
     _limit_self(limits)
