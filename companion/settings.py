@@ -81,7 +81,20 @@ class Settings(BaseSettings):
         description="how hybrid fuses the rankings: reciprocal-rank fusion or a weighted sum "
         "of min-max-normalised scores (retrieval_weight is the vector share)",
     )
-    retrieval_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    retrieval_weight: float = Field(
+        default=0.3,
+        ge=0.0,
+        le=1.0,
+        description="the vector share of the weighted fusion when the question names a rare "
+        "word (few chunks have it: a surname, a title's word) or an identifier of the store",
+    )
+    retrieval_common_weight: float = Field(
+        default=0.8,
+        ge=0.0,
+        le=1.0,
+        description="the vector share when the question names none: its words are common "
+        "ones, and BM25 on them costs paraphrases (docs/rag/report.md)",
+    )
     retrieval_rrf_k: int = Field(default=60, ge=0)
     retrieval_candidates: int = Field(default=50, ge=1, le=1000)
     retrieval_min_score: float | None = Field(

@@ -20,6 +20,7 @@ bare id says little, the match says it is the chunk asked about.  The defaults (
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import sqlite3
 import unicodedata
@@ -57,6 +58,7 @@ MAX_QUERY_TERMS = 48
 # at most this share of them (chosen by `veil eval rag`, docs/rag/report.md).
 RARE_MIN_DF = 3
 RARE_SHARE = 0.01
+COUNT_CAP = 5000  # chunks counted per word (a word in more is common whatever the count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +69,7 @@ class RetrievalOptions:
     min_score: float | None = None  # cosine threshold; None: no threshold
     fusion: Fusion = "weighted"
     rrf_k: int = 60
-    weight: float = 0.5  # the vector ranking's share in the weighted fusion
+    weight: float = 0.3  # the vector ranking's share in the weighted fusion
     # the vector share when the question names no rare word nor identifier of the store
     common_weight: float = 0.8
     candidates: int = 50  # of each ranking, before fusion
@@ -124,7 +126,8 @@ def request_options(settings: Any, body: Any) -> RetrievalOptions:
     )
 
 
-_DIGIT_GROUP = re.compile(r"\(?\+?\d{2,5}\)?")
+_DIGIT_GROUP = re.compile(r"\(?\+?\d{1,5}\)?")
+_THOUSANDS = re.compile(r"^\d{1,3}(?: \d{3})+$")  # "1 024 598": a number's thousands apart
 _GROUP_SEP = re.compile(r"^[\s.\-/]*$")
 MIN_JOINED_DIGITS = 7  # a phone or health number; "120 140" (two readings) stays two
 MAX_SPLITS = 48  # phrases of the ways to cut one joined number into groups
@@ -144,7 +147,10 @@ def _digit_runs(text: str) -> list[tuple[int, int, str]]:
             j += 1
         if j > i:
             digits = "".join(c for g in groups[i : j + 1] for c in g.group() if c.isdigit())
-            if len(digits) >= MIN_JOINED_DIGITS:
+            written = text[groups[i].start() : groups[j].end()]
+            singles = sum(len(g.group().strip("()+")) < 2 for g in groups[i : j + 1])
+            thousands = bool(_THOUSANDS.match(written)) and len(digits) >= 6
+            if thousands or (len(digits) >= MIN_JOINED_DIGITS and singles == 0):
                 runs.append((groups[i].start(), groups[j].end(), digits))
         i = j + 1
     return runs
@@ -219,7 +225,10 @@ def identifier_query(text: str, tokenizer: str = "unicode61", *, strict: bool = 
             continue
         word = m.group().strip(".-_/\\|~=+&#%$").lower()
         tokens = _TOKEN.findall(word)
-        if len(tokens) > 1 or any(c.isdigit() for c in word):
+        # "low-cost", "multi-day": a compound, not an identifier (a name is capitalised)
+        compound = word.isalpha() is False and all(t.isalpha() for t in tokens)
+        compound = compound and "@" not in word and not m.group()[:1].isupper()
+        if (len(tokens) > 1 and not compound) or any(c.isdigit() for c in word):
             digits = sum(c.isdigit() for c in word)
             if len(tokens) == 1 and digits < 3:  # a year-like number or "2nd" is no id
                 continue
@@ -302,18 +311,20 @@ def _fold(text: str) -> str:
 
 
 def is_name_in(word: str, text: str) -> bool:
-    """Whether ``word`` stands in ``text`` capitalised inside a sentence (a name there:
-    "Dr. Quispe", "-- Matthias Klose"), diacritics and case folded for the match."""
+    """Whether ``word`` stands in ``text`` as a name: capitalised wherever it occurs, and
+    at least once inside a sentence ("Dr. Quispe", "-- Matthias Klose"; not "Battle" at
+    a sentence's start beside "the battle"), diacritics and case folded for the match."""
     folded = _fold(text)
+    inside = False
     for m in re.finditer(r"(?<!\w)" + re.escape(_fold(word)) + r"(?!\w)", folded, re.I):
         if not folded[m.start()].isupper():
-            continue
+            return False
         before = folded[: m.start()].rstrip()
-        if before and before[-1] not in ".!?\n\"'":
-            return True
-        if before.endswith(".") and _ABBREVIATION.search(before):  # "Dr. Quispe"
-            return True
-    return False
+        if (before and before[-1] not in ".!?\n\"'") or (
+            before.endswith(".") and _ABBREVIATION.search(before)
+        ):
+            inside = True
+    return inside
 
 
 _ABBREVIATION = re.compile(r"(?:^|\s)[A-Z][a-z]{0,3}\.$")
@@ -325,26 +336,19 @@ class RareTerm:
     chunks: int  # how many chunks of the store have it (its document frequency)
 
 
-def rare_terms(store: DocumentStore, text: str) -> list[RareTerm]:
-    """The question's words that few chunks of the store contain (FTS5's own index: at
-    most ``RARE_MIN_DF`` chunks, or ``RARE_SHARE`` of them): a surname, a place, a drug,
-    a word of a title -- the words that say which document is meant.  Digit groups of a
-    number written apart are left to :func:`identifier_query`; words in no chunk are not
-    rare, they are absent."""
+def term_counts(store: DocumentStore, text: str) -> list[RareTerm]:
+    """The question's words (:func:`query_terms`) with how many chunks of the store have
+    each (FTS5's own index, counted up to ``COUNT_CAP``); words in no chunk left out.
+    Digit groups of a number written apart are left to :func:`identifier_query`."""
     lexical = getattr(store, "lexical", None)
     if lexical is None or not text.strip():
         return []
-    tokenizer = store.fts_tokenizer
     covered = [(a, b) for a, b, _d in _digit_runs(text)]
     if covered:  # the groups of "947 304 7982" are no words of their own
         text = "".join(
             " " if any(a <= i < b for a, b in covered) else c for i, c in enumerate(text)
         )
-    terms = query_terms(text, tokenizer)
-    if not terms:
-        return []
-    total = store.chunk_count()
-    cap = max(RARE_MIN_DF, int(RARE_SHARE * total))
+    terms = query_terms(text, store.fts_tokenizer)
     out = []
     with lexical.lock:
         for phrase in terms:
@@ -352,14 +356,46 @@ def rare_terms(store: DocumentStore, text: str) -> list[RareTerm]:
                 row = lexical.conn.execute(
                     "SELECT COUNT(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? "
                     "LIMIT ?)",
-                    (_quote(phrase), cap + 1),
+                    (_quote(phrase), COUNT_CAP),
                 ).fetchone()
             except sqlite3.OperationalError:
                 continue
-            count = int(row[0])
-            if 1 <= count <= cap:
-                out.append(RareTerm(phrase, count))
+            if int(row[0]) >= 1:
+                out.append(RareTerm(phrase, int(row[0])))
     return out
+
+
+def rare_cutoff(total: int) -> int:
+    return max(RARE_MIN_DF, int(RARE_SHARE * total))
+
+
+def rare_terms(store: DocumentStore, text: str) -> list[RareTerm]:
+    """The question's words that few chunks of the store contain (at most ``RARE_MIN_DF``
+    chunks, or ``RARE_SHARE`` of them): a surname, a place, a drug, a word of a title --
+    the words that say which document is meant.  Words in no chunk are not rare, they are
+    absent."""
+    cap = rare_cutoff(store.chunk_count()) if getattr(store, "lexical", None) else 0
+    return [t for t in term_counts(store, text) if t.chunks <= cap]
+
+
+def coverage(
+    store: DocumentStore, collection: str, terms: list[RareTerm], chunks: list[int]
+) -> float:
+    """How much of the question the best of ``chunks`` (BM25's first few) contains: the
+    share of the question's idf (ln(N / df)) in its words that chunk has.  Near 1: the
+    question is in the words of a passage (lexical evidence is good); near 0: a paraphrase."""
+    total = max(store.chunk_count(), 1)
+    terms = [t for t in terms if 2 * t.chunks < total]  # in half the chunks: says nothing
+    if not terms or not chunks:
+        return 0.0
+    idf = {t.phrase: math.log(1.0 + total / t.chunks) for t in terms}
+    whole = sum(idf.values())
+    best = 0.0
+    for h in store.hits(collection, [(c, 0.0) for c in chunks]):
+        words = " " + " ".join(_TOKEN.findall(_fold(h.text).lower())) + " "
+        have = sum(v for p, v in idf.items() if f" {_fold(p)} " in words)
+        best = max(best, have / whole)
+    return best
 
 
 def _ranks(pairs: Iterable[tuple[int, float]]) -> dict[int, tuple[int, float]]:
@@ -377,24 +413,47 @@ def _minmax(values: dict[int, float]) -> dict[int, float]:
 TIER_NAMED = True
 
 
-TIER_MODE = "count"
+TIER_MODE = "names"
+COVERAGE_CHUNKS = 5  # BM25's first chunks whose coverage of the question sets the weight
+COVERAGE = 0.6  # the share of the question's idf a passage must have for BM25's weight
 
 
-def _tier(cid: int, rare_match: dict[int, int], idents: set[int]) -> int:
+def _tier(cid: int, rare_match: dict[int, int], names: dict[int, int], idents: set[int]) -> int:
     if TIER_MODE == "count":
         return 1000 * (cid in idents) + rare_match.get(cid, 0)
-    return 1000 * (cid in idents) + (cid in rare_match)
+    return 1000 * (cid in idents) + names.get(cid, 0)
+
+
+MAX_LOOKUP_WORDS = 3  # "find the note for quispe": a lookup, the name is what it says
+
+
+def _as_names(text: str, rare: list[RareTerm]) -> list[RareTerm]:
+    """The rare words the question may mean as names: those it capitalises inside the
+    sentence, and -- in a short lookup ("find the note for quispe") -- any, whatever the
+    case.  A long question that writes "the fallen towers" in lower case does not mean
+    the Twin Towers."""
+    words = [w for w in _WORD.finditer(text)]
+    capital = {
+        t.lower()
+        for i, w in enumerate(words)
+        if i > 0 and w.group()[:1].isupper()
+        for t in _TOKEN.findall(_fold(w.group()))
+    }
+    content = [t for t in query_terms(text) if not any(c.isdigit() for c in t)]
+    if len(content) <= MAX_LOOKUP_WORDS:
+        return rare
+    return [t for t in rare if all(_fold(w) in capital for w in t.phrase.split())]
 
 
 def _names(
     store: DocumentStore, collection: str, rare: list[RareTerm], chunks: set[int]
-) -> set[int]:
-    """The chunks among ``chunks`` in which one of the rare words stands as a name or has
+) -> dict[int, int]:
+    """Per chunk of ``chunks``: how many of the rare words stand in it as a name or have
     digits (what the question names, whatever the chunk's cosine)."""
     if not chunks:
-        return set()
+        return {}
     hits = store.hits(collection, [(c, 0.0) for c in sorted(chunks)])
-    out = set()
+    out: dict[int, int] = {}
     for h in hits:
         for term in rare:
             words = term.phrase.split()
@@ -402,8 +461,7 @@ def _names(
                 is_name_in(w, h.text) for w in words
             )
             if named and all(_fold(w).lower() in _fold(h.text).lower() for w in words):
-                out.add(h.chunk_id)
-                break
+                out[h.chunk_id] = out.get(h.chunk_id, 0) + 1
     return out
 
 
@@ -439,6 +497,8 @@ def retrieve(
         vector = _ranks(ranked)
     first: list[tuple[int, float]] = []
     rare_match: dict[int, int] = {}  # chunk -> how many of the question's rare words it has
+    names: dict[int, int] = {}  # chunk -> how many of them it writes as names
+    covered = 0.0
     if opts.mode in ("bm25", "hybrid"):
         depth = n if within is None else max(n, 1000)
         # Chunks that contain one of the question's identifiers rank first (by BM25), then
@@ -447,7 +507,9 @@ def retrieve(
         # adds the words' scores) never outranks the chunk with the e-mail address.
         ident = identifier_query(query_text, store.fts_tokenizer)
         first = store.lexical_ranking(collection, ident, depth) if ident else []
-        rare = rare_terms(store, query_text)
+        counts = term_counts(store, query_text)
+        cap = rare_cutoff(store.chunk_count()) if counts else 0
+        rare = [t for t in counts if t.chunks <= cap]
         for term in rare:
             for c, _s in store.lexical_ranking(collection, _quote(term.phrase), term.chunks):
                 rare_match[c] = rare_match.get(c, 0) + 1
@@ -464,14 +526,17 @@ def retrieve(
             ranked = [p for p in ranked if p[0] in within]
             rare_match = {c: m for c, m in rare_match.items() if c in within}
         lexical = _ranks(ranked[:n])
+        names = _names(store, collection, _as_names(query_text, rare), set(rare_match))
         strict = identifier_query(query_text, store.fts_tokenizer, strict=True)
         if strict and opts.min_score is not None:
             named = {c for c, _s in store.lexical_ranking(collection, strict, depth)}
-        if rare and opts.min_score is not None:  # a name the question gives passes too
-            named |= _names(store, collection, rare, set(rare_match))
+        if opts.min_score is not None:  # a name the question gives passes too
+            named |= set(names)
         if within is not None:
             named &= within
-    named_question = bool(rare_match) or bool(first)
+        if opts.mode == "hybrid" and not (first or names):
+            covered = coverage(store, collection, counts, [c for c, _s in rest][:COVERAGE_CHUNKS])
+    named_question = bool(first) or bool(names)
     fused: dict[int, float] = {}
     if opts.mode == "vector":
         fused = {cid: s for cid, (_r, s) in vector.items()}
@@ -482,9 +547,10 @@ def retrieve(
             for cid, (rank, _s) in ranking.items():
                 fused[cid] = fused.get(cid, 0.0) + 1.0 / (opts.rrf_k + rank)
     else:
-        # The lexical ranking's share is large only when the question names something
-        # few chunks have; otherwise its words are common ones and the vectors decide.
-        weight = opts.weight if named_question else opts.common_weight
+        # The lexical ranking's share is large when the question names an identifier or a
+        # name few chunks have, or when a passage has most of the question's words (by
+        # idf); for a paraphrase, whose words no passage has together, the vectors decide.
+        weight = opts.weight if named_question or covered >= COVERAGE else opts.common_weight
         vec_n = _minmax({c: s for c, (_r, s) in vector.items()})
         lex_n = _minmax({c: s for c, (_r, s) in lexical.items()})
         for cid in set(vec_n) | set(lex_n):
@@ -494,10 +560,10 @@ def retrieve(
     if missing:
         for cid, vec in store.vectors_of(missing).items():
             cosine[cid] = float(vec @ q) if vec.shape == q.shape else 0.0
-    if TIER_NAMED and opts.mode == "hybrid" and (rare_match or first):
-        # what has more of the question's rare words (or its identifier) comes first
+    if TIER_NAMED and opts.mode == "hybrid" and named_question:
+        # what has the question's identifier, then more of the names it gives, comes first
         idents = {c for c, _s in first}
-        order = sorted(fused, key=lambda c: (-_tier(c, rare_match, idents), -fused[c], c))
+        order = sorted(fused, key=lambda c: (-_tier(c, rare_match, names, idents), -fused[c], c))
     else:
         order = sorted(fused, key=lambda c: (-fused[c], c))
     if opts.min_score is not None:  # a chunk that has the id the question names is relevant

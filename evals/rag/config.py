@@ -13,6 +13,9 @@ class Config:
     rare_questions: int  # per identifier kind
     small_store_notes: int  # the case: a store of this many notes alone
     smoke: bool
+    changelog_packages: int = 60  # Debian changelogs read (real records nobody here wrote)
+    changelog_entries: int = 5  # entries of each, one document each
+    changelog_questions: int = 30  # per identifier kind
     tokenizers: tuple[str, ...] = ("unicode61", "trigram", "porter")
     seed: int = 19
 
@@ -32,5 +35,8 @@ SMOKE = Config(
     rare_questions=8,
     small_store_notes=20,
     smoke=True,
+    changelog_packages=10,
+    changelog_entries=3,
+    changelog_questions=4,
     tokenizers=("unicode61", "trigram"),
 )

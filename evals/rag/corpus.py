@@ -81,6 +81,10 @@ _RARE_TEMPLATES = {
     "email": "What condition was diagnosed for the patient who writes from {email}?",
     "phone": "What did the doctor prescribe for the patient reachable at {phone}?",
     "surname": "What did the doctor diagnose in the patient named {last}?",
+    # the same identifiers written otherwise than in the note
+    "phone-glued": "Who called from {phone_glued}?",
+    "mrn-spaced": "Find the chart {mrn_spaced}.",
+    "surname-only": "Find the note for {last_only}.",
 }
 _STOP = frozenset(
     [
@@ -211,7 +215,15 @@ def paraphrase_questions(lee: list[str]) -> list[Question]:
 
 def rare_question(record: Record, kind: str) -> Question:
     last = record.pii["name"].split()[-1]
-    text = _RARE_TEMPLATES[kind].format(**record.pii, last=last)
+    digits = "".join(c for c in record.pii["mrn"] if c.isdigit())
+    text = _RARE_TEMPLATES[kind].format(
+        **record.pii,
+        last=last,
+        # every other note's surname typed in lower case (names match whatever the case)
+        last_only=last if record.id % 2 else last.lower(),
+        phone_glued="".join(c for c in record.pii["phone"] if c.isdigit()),
+        mrn_spaced=f"{digits[:3]} {digits[3:]}",
+    )
     return Question("rare", text, note_name(record), kind)
 
 
@@ -223,7 +235,7 @@ def rare_questions(notes: list[Record], per_kind: int, rng: random.Random) -> li
     out = []
     for kind in _RARE_TEMPLATES:
         pool = list(notes)
-        if kind == "surname":  # a surname two notes share has no single gold note
+        if kind.startswith("surname"):  # a surname two notes share has no single gold note
             pool = [r for r in notes if surnames[r.pii["name"].split()[-1]] == 1]
         for record in rng.sample(pool, min(per_kind, len(pool))):
             out.append(rare_question(record, kind))
@@ -249,4 +261,108 @@ def small_store(n: int, seed: int) -> tuple[list[Document], list[Question]]:
                 continue
             q = rare_question(r, kind)
             questions.append(Question("small", q.text, q.gold, kind))
+    return docs, questions
+
+
+# Real records nobody here wrote: Debian changelog entries installed on this machine.
+_CHANGELOG_TEMPLATES = {
+    "surname": "Find the entry for {surname}.",
+    "email": "Which upload did {email} sign?",
+    "bug": "Which change closed bug {bug}?",
+    "bug-grouped": "Which change closed bug {bug_grouped}?",
+}
+_NAME_WORD = re.compile(r"^[A-Z][a-z]{3,}$")
+# a person credited in an entry: "(Bastian Germann)", "Thanks to Helmut Grohne"
+_CREDITED = re.compile(
+    r"(?:\(|[Tt]hanks to |[Pp]atch by |[Rr]eported by )([A-Z][a-z]+ [A-Z][a-z]{3,})"
+)
+
+
+def _grouped(number: str) -> str:
+    """A number with its thousands apart, as many write it: ``1024598`` -> ``1 024 598``."""
+    head = len(number) % 3 or 3
+    return " ".join([number[:head]] + [number[i : i + 3] for i in range(head, len(number), 3)])
+
+
+def changelog_store(
+    packages: int, entries: int, per_kind: int, seed: int
+) -> tuple[list[Document], list[Question]]:
+    """Debian changelog entries of ``packages`` installed packages (``entries`` each), and
+    questions naming one rare identifier of exactly one entry: a surname of the person who
+    signed it, their e-mail address, a bug number it closed (as written, and with its
+    thousands apart).  Empty where no changelogs are installed."""
+    from evals.answers.corpus import BUG, DOC_ROOT, TRAILER, read_changelog
+
+    rng = random.Random(seed)
+    paths = sorted(DOC_ROOT.glob("*/changelog.Debian.gz")) if DOC_ROOT.is_dir() else []
+    rng.shuffle(paths)
+    docs: list[Document] = []
+    signers: list[tuple[str, str]] = []  # (name, e-mail) of each document
+    for path in paths:
+        if len({d.name.split("_")[0] for d in docs}) >= packages:
+            break
+        found = read_changelog(path, entries)
+        if len(found) < 2:
+            continue
+        for e in found:
+            name = re.sub(r"[^A-Za-z0-9.+-]", "_", f"{e.package}_{e.version}") + ".txt"
+            if any(d.name == name for d in docs):
+                continue
+            trailer = next(
+                (TRAILER.match(line) for line in e.text.splitlines() if TRAILER.match(line)),
+                None,
+            )
+            docs.append(Document(name, e.text + "\n"))
+            signers.append((e.name, trailer["email"].strip() if trailer else ""))
+    words: dict[str, int] = {}
+    for d in docs:
+        for w in {w.lower() for w in re.findall(r"\w+", d.text)}:
+            words[w] = words.get(w, 0) + 1
+    bugs: dict[str, int] = {}
+    for d in docs:
+        for b in set(BUG.findall(d.text)):
+            bugs[b] = bugs.get(b, 0) + 1
+    emails: dict[str, int] = {}
+    for d in docs:
+        for m in set(re.findall(r"<([^>\s]+@[^>\s]+)>", d.text)):
+            emails[m.lower()] = emails.get(m.lower(), 0) + 1
+    pools: dict[str, list[Question]] = {k: [] for k in _CHANGELOG_TEMPLATES}
+    for d, (name, email) in zip(docs, signers, strict=True):
+        people = {name} | set(_CREDITED.findall(d.text))
+        for person in sorted(people):
+            surname = person.split()[-1] if person.split() else ""
+            if _NAME_WORD.match(surname) and words.get(surname.lower()) == 1:
+                asked = surname if len(pools["surname"]) % 2 else surname.lower()
+                pools["surname"].append(
+                    Question(
+                        "changelog",
+                        _CHANGELOG_TEMPLATES["surname"].format(surname=asked),
+                        d.name,
+                        "surname",
+                    )
+                )
+        if email and emails.get(email.lower()) == 1:
+            pools["email"].append(
+                Question(
+                    "changelog", _CHANGELOG_TEMPLATES["email"].format(email=email), d.name, "email"
+                )
+            )
+        for bug in sorted(set(BUG.findall(d.text))):
+            if bugs[bug] == 1 and len(bug) >= 6:
+                pools["bug"].append(
+                    Question(
+                        "changelog", _CHANGELOG_TEMPLATES["bug"].format(bug=bug), d.name, "bug"
+                    )
+                )
+                pools["bug-grouped"].append(
+                    Question(
+                        "changelog",
+                        _CHANGELOG_TEMPLATES["bug-grouped"].format(bug_grouped=_grouped(bug)),
+                        d.name,
+                        "bug-grouped",
+                    )
+                )
+    questions: list[Question] = []
+    for pool in pools.values():
+        questions += rng.sample(pool, min(per_kind, len(pool)))
     return docs, questions

@@ -18,6 +18,7 @@ from evals.rag.config import Config
 from evals.rag.corpus import (
     Document,
     Question,
+    changelog_store,
     documents,
     lee_articles,
     offtopic_questions,
@@ -28,16 +29,22 @@ from evals.rag.corpus import (
     template_questions,
 )
 
-KS = (1, 5, 10)
+KS = (1, 3, 5, 10)
 DEPTH = 30  # chunks retrieved per question (more than 10 distinct documents)
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(0, 13))
 COLLECTION = "bench"
 
 
-WEIGHTS = (0.3, 0.5, 0.6, 0.7)  # the vector ranking's share in the weighted fusion
+# The vector ranking's share in the weighted fusion when the question names a rare word
+# or an identifier of the store (weight), and when it names none (common weight).
+WEIGHTS = (0.3, 0.5, 0.7)
+COMMON_WEIGHTS = (0.5, 0.8, 1.0)
+DEFAULT_COMMON = 0.8
 
 
 def configurations(tokenizers: tuple[str, ...]) -> list[dict[str, Any]]:
+    """vector; per tokenizer bm25, rrf and the weighted fusion at the default common weight;
+    for the first tokenizer the grid of weights and common weights too."""
     configs: list[dict[str, Any]] = [
         {"label": "vector", "mode": "vector", "tokenizer": None, "fusion": "rrf", "weight": 0.5}
     ]
@@ -60,14 +67,18 @@ def configurations(tokenizers: tuple[str, ...]) -> list[dict[str, Any]]:
                 "weight": 0.5,
             }
         )
-        for w in WEIGHTS:
+        grid = [(w, c) for w in WEIGHTS for c in COMMON_WEIGHTS]
+        if tok != tokenizers[0]:
+            grid = [(w, DEFAULT_COMMON) for w in WEIGHTS]
+        for w, c in grid:
             configs.append(
                 {
-                    "label": f"hybrid weighted {w} ({tok})",
+                    "label": f"hybrid weighted {w}/{c} ({tok})",
                     "mode": "hybrid",
                     "tokenizer": tok,
                     "fusion": "weighted",
                     "weight": w,
+                    "common_weight": c,
                 }
             )
     return configs
@@ -142,6 +153,9 @@ def run_evaluation(config: Config, out: Path, *, threads: int = 1) -> Path:
         + offtopic_questions()
     )
     small_docs, small_questions = small_store(config.small_store_notes, seed=config.seed)
+    cl_docs, cl_questions = changelog_store(
+        config.changelog_packages, config.changelog_entries, config.changelog_questions, config.seed
+    )
     embedder = load_embedder("cpu")
     results: dict[str, Any] = {
         "meta": {
@@ -151,6 +165,8 @@ def run_evaluation(config: Config, out: Path, *, threads: int = 1) -> Path:
                 "template_questions": config.template_questions,
                 "rare_questions_per_kind": config.rare_questions,
                 "small_store_notes": config.small_store_notes,
+                "changelog_packages": config.changelog_packages,
+                "changelog_entries": config.changelog_entries,
                 "tokenizers": list(config.tokenizers),
                 "seed": config.seed,
                 "smoke": config.smoke,
@@ -169,6 +185,8 @@ def run_evaluation(config: Config, out: Path, *, threads: int = 1) -> Path:
         )
     results["questions"]["offtopic"] = len(offtopic_questions())
     results["questions"]["small"] = len(small_questions)
+    results["questions"]["changelog"] = len(cl_questions)
+    results["changelog_documents"] = len(cl_docs)
     with tempfile.TemporaryDirectory(prefix="veil-eval-rag-") as tmp:
         base = Path(tmp) / "unicode61.sqlite3"
         rag = RagService(DocumentStore(base, fts_tokenizer="unicode61"), embedder)
@@ -183,28 +201,39 @@ def run_evaluation(config: Config, out: Path, *, threads: int = 1) -> Path:
         small_rag = RagService(DocumentStore(small_path, fts_tokenizer="unicode61"), embedder)
         _ingest(small_rag, small_docs)
         small_rag.store.close()
-        vectors = np.asarray(
-            embedder.encode([q.text for q in questions + small_questions], batch_size=32),
-            dtype=np.float32,
-        )
-        qvec = {id(q): v for q, v in zip(questions + small_questions, vectors, strict=True)}
+        cl_path = Path(tmp) / "changelog.sqlite3"
+        cl_rag = RagService(DocumentStore(cl_path, fts_tokenizer="unicode61"), embedder)
+        _ingest(cl_rag, cl_docs)
+        results["ingest"]["changelog_chunks"] = cl_rag.store.chunk_count()
+        cl_rag.store.close()
+        every = questions + small_questions + cl_questions
+        vectors = np.asarray(embedder.encode([q.text for q in every], batch_size=32), np.float32)
+        qvec = {id(q): v for q, v in zip(every, vectors, strict=True)}
         stores: dict[str, Any] = {}
         small_stores: dict[str, Any] = {}
+        cl_stores: dict[str, Any] = {}
         for tok in config.tokenizers:
-            path, spath = base, small_path
+            path, spath, cpath = base, small_path, cl_path
             if tok != "unicode61":
                 path, spath = Path(tmp) / f"{tok}.sqlite3", Path(tmp) / f"small-{tok}.sqlite3"
+                cpath = Path(tmp) / f"changelog-{tok}.sqlite3"
                 shutil.copy(base, path)
                 shutil.copy(small_path, spath)
+                shutil.copy(cl_path, cpath)
             stores[tok] = DocumentStore(path, fts_tokenizer=tok)
             small_stores[tok] = DocumentStore(spath, fts_tokenizer=tok)
+            cl_stores[tok] = DocumentStore(cpath, fts_tokenizer=tok)
             results.setdefault("fts_bytes", {})[tok] = fts_bytes(stores[tok])
         rows = []
         ranked_by: dict[str, dict[str, list[list[Any]]]] = {}
         for cfg in configurations(config.tokenizers):
             tok = cfg["tokenizer"] or config.tokenizers[0]
             options = RetrievalOptions(
-                mode=cfg["mode"], fusion=cfg["fusion"], weight=cfg["weight"], min_score=None
+                mode=cfg["mode"],
+                fusion=cfg["fusion"],
+                weight=cfg["weight"],
+                common_weight=cfg.get("common_weight", DEFAULT_COMMON),
+                min_score=None,
             )
             start = time.perf_counter()
             ranked = {q.text: _ranked_docs(stores[tok], q, qvec[id(q)], options) for q in questions}
@@ -212,6 +241,9 @@ def run_evaluation(config: Config, out: Path, *, threads: int = 1) -> Path:
             ranked_small = {
                 q.text: _ranked_docs(small_stores[tok], q, qvec[id(q)], options)
                 for q in small_questions
+            }
+            ranked_cl = {
+                q.text: _ranked_docs(cl_stores[tok], q, qvec[id(q)], options) for q in cl_questions
             }
             ranked_by[cfg["label"]] = ranked
             row: dict[str, Any] = {**cfg, "latency_ms": round(1000 * latency, 2), "kinds": {}}
@@ -234,8 +266,20 @@ def run_evaluation(config: Config, out: Path, *, threads: int = 1) -> Path:
                         if q.detail == detail
                     ]
                 )
+            row["kinds"]["changelog"] = metrics(
+                [_rank(ranked_cl[q.text], q.gold) for q in cl_questions]
+            )
+            for detail in sorted({q.detail for q in cl_questions}):
+                row["kinds"][f"changelog:{detail}"] = metrics(
+                    [_rank(ranked_cl[q.text], q.gold) for q in cl_questions if q.detail == detail]
+                )
+            # the threshold as the chat applies it (0.2 unless the chunk names the question's
+            # id or name): right document first
+            row["kinds"]["rare@0.2"] = metrics(
+                [_rank(ranked[q.text], q.gold, 0.2) for q in questions if q.kind == "rare"]
+            )
             rows.append(row)
-        for s in list(stores.values()) + list(small_stores.values()):
+        for s in list(stores.values()) + list(small_stores.values()) + list(cl_stores.values()):
             s.close()
     results["configs"] = rows
     results["defaults"] = companion_defaults()
@@ -251,7 +295,13 @@ def companion_defaults() -> dict[str, Any]:
     from companion.settings import Settings
 
     fields = Settings.model_fields
-    names = ("retrieval_mode", "retrieval_fusion", "retrieval_weight", "retrieval_min_score")
+    names = (
+        "retrieval_mode",
+        "retrieval_fusion",
+        "retrieval_weight",
+        "retrieval_common_weight",
+        "retrieval_min_score",
+    )
     return {
         **{n: fields[n].default for n in names if n in fields},
         "fts_tokenizer": DEFAULT_FTS_TOKENIZER,
