@@ -89,7 +89,7 @@ def test_upload_a_pdf_ask_see_the_page_continue_and_reload(companion, tmp_path):
         page.click("#send")
         page.wait_for_selector(".msg.assistant:nth-of-type(4) .receipt", timeout=120_000)
         assert page.locator("#conversation-list li").count() == 1
-        title = page.inner_text("#conversation-list li .conversation-open")
+        title = page.inner_text("#conversation-list li .conversation-title")
         assert title == "How much ibuprofen?"
         # A reload finds the conversation open again, with its answers and citations.
         page.reload()

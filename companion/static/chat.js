@@ -549,7 +549,8 @@ function renderUsed(div, veil, asked) {
   line.className = "used";
   const cites = veil.citations || [];
   const collection = (cites.find((c) => c.collection) || {}).collection || (veil.guest && veil.guest.collection) || asked;
-  if (!collection) line.textContent = "No documents used: the answer comes from the conversation alone.";
+  if (veil.guest) line.textContent = `Collection ${veil.guest.collection}: a guest key's answers do not show which passages they used.`;
+  else if (!collection) line.textContent = "No documents used: the answer comes from the conversation alone.";
   else if (!cites.length) line.textContent = `Collection ${collection}: no passage was used for this answer.`;
   else line.textContent = `Collection ${collection}: ${plural(cites.length, "passage")} used — ` +
     cites.map((c) => `[${c.n}] ${citationPlace(c)}`).join("; ");

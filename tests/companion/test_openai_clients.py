@@ -4,6 +4,8 @@ default are accepted, and the ones the companion does not act on are named in th
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from fastapi.testclient import TestClient
@@ -14,11 +16,11 @@ from tests.companion.fakes import KeywordEmbedder
 from tests.companion.scripted_model import tiny_chat_model
 
 BASE = "http://127.0.0.1:8765"
-HI = [{"role": "user", "content": "Say hello."}]
+HI: Any = [{"role": "user", "content": "Say hello."}]
 
 # What Open WebUI 0.12.4 sends with its default chat (its "tools" come from its built-in
 # tools), and what the SDKs' and other clients' defaults add.
-OPEN_WEBUI_DEFAULTS = {
+OPEN_WEBUI_DEFAULTS: dict[str, Any] = {
     "stream": True,
     "tools": [
         {
