@@ -1,15 +1,19 @@
 """Which text should a follow-up question retrieve with? (companion.conversations.query)
 
-Eight short notes about eight people in one collection; conversations of two
-questions.  In a *follow-up* the second question does not name its subject
-("And what dose?"); in a *switch* it names a different person than the first.
-For each mode of :func:`companion.conversations.query.retrieval_query` -- the
-last question alone (``last``), joined after the earlier user questions
-(``user_turns``), and also the previous answer (``turns``) -- it reports how often
-the gold note is the first hit and in the top 3 (the chat's default top_k), with
-the real MiniLM embedder, the companion's store and the chat's retrieval
-options (hybrid, threshold 0.2, top 3).  The scripted previous
-answers are correct ones, which favours ``turns``.
+Eight short notes about eight people and a tenancy agreement in one collection;
+conversations of two questions.  In a *follow-up* the second question does not name
+its subject ("And what dose?", "and when does it end?"); in a *switch* it names a
+different person than the first; in an *unrelated* one it asks about something no
+document covers ("What is the capital of France?").  For each mode of
+:func:`companion.conversations.query.retrieval_query` -- the last question alone
+(``last``), joined after the earlier user questions when it refers back
+(``user_turns``; ``user_turns always``: joined whatever it says, as before), and also
+the previous answer (``turns``) -- it reports how often the gold note is the first hit
+and in the top 3 (the chat's default top_k), and for the unrelated questions how often
+the earlier question's document is retrieved at all (it should not be), with the real
+MiniLM embedder, the companion's store and the chat's retrieval options (hybrid,
+threshold 0.2, top 3).  The scripted previous answers are correct ones, which
+favours ``turns``.
 
 Run: ``python bench/followup_bench.py`` (~20 s on 2 cores); ``--smoke`` runs two
 conversations.  docs/rag/answers.md has the measured table.
@@ -45,6 +49,10 @@ NOTES = {
     "twice a day for a flare, then allopurinol 100 mg; uric acid 0.52 mmol/L.",
     "oconnell.txt": "Siobhan O'Connell, 33, iron deficiency anaemia, ferritin 6. Ferrous "
     "sulfate 200 mg once daily with orange juice; full blood count again in eight weeks.",
+    "tenancy.txt": "Tenancy agreement for the two-room flat on the third floor. The rent "
+    "is 940 euros a month, paid by the 3rd; a deposit of two months' rent is held. The "
+    "tenancy runs from 1 April 2025 to 31 March 2027; either party may end it with three "
+    "months' notice. Pets need the landlord's written consent.",
 }
 
 # (first question, a correct answer to it, second question, the gold note of the second)
@@ -133,7 +141,24 @@ CONVERSATIONS = [
         "oconnell.txt",
         "switch",
     ),
-]
+    ("What is the rent of the flat?", "940 euros a month.", "And when does it end?",
+     "tenancy.txt", "follow-up"),
+    ("How much is the deposit for the flat?", "Two months' rent.", "Are pets allowed there?",
+     "tenancy.txt", "follow-up"),
+    # unrelated: the gold is the earlier question's document, which must not come back
+    ("What is the rent of the flat?", "940 euros a month.", "What is the capital of France?",
+     "tenancy.txt", "unrelated"),
+    ("When does the tenancy end?", "On 31 March 2027.", "How do I bake sourdough bread?",
+     "tenancy.txt", "unrelated"),
+    ("What was Daniel Okafor diagnosed with?", "Patellar tendinopathy.",
+     "Who wrote the novel Moby-Dick?", "okafor.txt", "unrelated"),
+    ("Which inhaler does Camille Moreau use?", "Salbutamol, two puffs when needed.",
+     "How many moons does Jupiter have?", "moreau.txt", "unrelated"),
+    ("What is Erik Lindqvist's HbA1c?", "8.1%.", "What is the boiling point of water?",
+     "lindqvist.txt", "unrelated"),
+    ("How often does Anna Kowalska get migraines?", "Twice a month, with aura.",
+     "Which planet is closest to the sun?", "kowalska.txt", "unrelated"),
+]  # fmt: skip
 
 
 def run(conversations: list[tuple[str, str, str, str, str]]) -> dict[str, Any]:
@@ -157,8 +182,9 @@ def run(conversations: list[tuple[str, str, str, str, str]]) -> dict[str, Any]:
         )
         for name, text in NOTES.items():
             rag.ingest(name, text.encode(), "notes")
-        for mode in QUERY_MODES:
-            for kind in ("follow-up", "switch"):
+        modes = [(m, False) for m in QUERY_MODES] + [("user_turns", True)]
+        for mode, always in modes:
+            for kind in ("follow-up", "switch", "unrelated"):
                 cases = [c for c in conversations if c[4] == kind]
                 top1 = top3 = 0
                 for first, reply, second, gold, _ in cases:
@@ -167,12 +193,13 @@ def run(conversations: list[tuple[str, str, str, str, str]]) -> dict[str, Any]:
                         {"role": "assistant", "content": reply},
                         {"role": "user", "content": second},
                     ]
-                    query = retrieval_query(messages, mode)
+                    query = retrieval_query(messages, mode, always=always)
                     hits = rag.search(query, "notes", settings.retrieval_top_k, options)
                     names = [h.document for h in hits]
                     top1 += bool(names) and names[0] == gold
                     top3 += gold in names
-                rows.append({"mode": mode, "kind": kind, "cases": len(cases),
+                label = mode + (" always" if always else "")
+                rows.append({"mode": label, "kind": kind, "cases": len(cases),
                              "top1": top1, "top3": top3})  # fmt: skip
     return {"rows": rows}
 
@@ -182,8 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    conversations = [CONVERSATIONS[0], CONVERSATIONS[8]] if args.smoke else CONVERSATIONS
+    smoke = [CONVERSATIONS[0], CONVERSATIONS[8], CONVERSATIONS[14]]
+    conversations = smoke if args.smoke else CONVERSATIONS
     result = run(conversations)
+    print("(unrelated: gold = the earlier question's document; fewer is better)")
     print("| mode | questions | cases | gold first | gold in top 3 |")
     print("|---|---|---:|---:|---:|")
     for r in result["rows"]:
