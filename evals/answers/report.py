@@ -137,6 +137,26 @@ def _plots(results: dict[str, Any], out: Path) -> list[str]:
     return names
 
 
+def _options(config: dict[str, Any]) -> list[str]:
+    """The options that made this run (what differs from the full configuration)."""
+    from evals.answers.config import FULL
+
+    options = ["--models", *config["models"]]
+    if [tuple(c) for c in config.get("cells") or []] != list(FULL.cells):
+        options += ["--cells", *(f"{w}:{d}" for w, d in config["cells"])]
+    if config.get("limit"):
+        options += ["--limit", str(config["limit"])]
+    if config.get("max_tokens") != FULL.max_tokens:
+        options += ["--max-tokens", str(config["max_tokens"])]
+    for name, flag in (
+        ("changelog_packages", "--changelog-packages"),
+        ("copyright_packages", "--copyright-packages"),
+    ):
+        if config.get(name) not in (None, getattr(FULL, name)):
+            options += [flag, str(config[name])]
+    return options
+
+
 def write_report(results: dict[str, Any], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     plots = _plots(results, out)
@@ -146,8 +166,7 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
     lines = [
         "# Answers: right, declined, cited, and how fast (veil eval answers)",
         "",
-        f"Regenerate: `{command('answers', out, smoke=config['smoke'])}`"
-        + (f" (this run: `--limit {config['limit']}`)" if config.get("limit") else ""),
+        f"Regenerate: `{command('answers', out, *_options(config), smoke=config['smoke'])}`",
         "",
         describe_environment(results.get("environment")),
         "",

@@ -151,6 +151,8 @@ def run_evaluation(
             "max_tokens": config.max_tokens,
             "seed": config.seed,
             "limit": config.limit,
+            "changelog_packages": config.changelog_packages,
+            "copyright_packages": config.copyright_packages,
         },
         "environment": environment(device="cpu"),
         "packages": corpus.packages,
