@@ -437,8 +437,9 @@ function filterConversations() {
     li.hidden = !hit;
     if (hit) shown++;
   }
-  if (words.length && !shown) $("conversation-state").textContent = "No conversation matches.";
-  else if (words.length) $("conversation-state").textContent = `${plural(shown, "conversation")} match.`;
+  const all = $("conversation-list").children.length;
+  $("conversation-state").textContent = !all ? "No conversation yet: ask a question to start one."
+    : !words.length ? "" : shown ? `${plural(shown, "conversation")} of ${all} match.` : "No conversation matches.";
 }
 
 async function exportConversation(id) {

@@ -17,7 +17,6 @@ import torch
 from tests.companion.fakes import KeywordEmbedder, free_port, serve_http
 from tests.companion.scripted_model import Script, install, tiny_chat_model
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "companion"
 ANKLE = "What should I take for the sprained ankle after the football match on Sunday?"
 MARKDOWN = (
     "## Plan\n"
@@ -85,9 +84,11 @@ def _ask(page, text, n):
 
 
 def _shot(page, name):
-    DOCS.mkdir(parents=True, exist_ok=True)
-    if os.environ.get("VEIL_SCREENSHOTS", "1") != "0":
-        page.screenshot(path=str(DOCS / name))
+    """With VEIL_SCREENSHOTS=docs/companion, the page as docs/companion shows it."""
+    shots = os.environ.get("VEIL_SCREENSHOTS")
+    if shots:
+        Path(shots).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(shots) / name))
 
 
 @pytest.mark.slow
@@ -95,6 +96,7 @@ def test_markdown_copy_regenerate_conversations_and_the_drawer(site):
     page, url, app, script, tmp_path = site
     _connect(page, url, app.state.token)
     _upload(page, tmp_path, "visits", "visit.txt", "Doctor: ibuprofen 400 mg for the ankle.")
+    page.eval_on_selector("#settings", "el => { el.scrollTop = 0; }")
     _shot(page, "settings-drawer.png")
     page.click("#close-settings")
     assert page.is_hidden("#settings")
@@ -148,6 +150,8 @@ def test_markdown_copy_regenerate_conversations_and_the_drawer(site):
     page.fill("#conversation-search", "nothing like this")
     page.wait_for_selector("#conversation-state:has-text('No conversation matches')")
     page.fill("#conversation-search", "")
+    assert page.locator("#conversation-list li:visible").count() == 2
+    assert page.inner_text("#conversation-state") == ""
     _shot(page, "conversations.png")
 
 
