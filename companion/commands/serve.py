@@ -73,6 +73,7 @@ def _serve(args: argparse.Namespace) -> int:
     if sock is None:
         return 1
     from companion.app import create_app  # the heavy imports come after the port check
+
     if args.threads:
         import torch
 
