@@ -320,8 +320,10 @@ def is_name_in(word: str, text: str) -> bool:
         if not folded[m.start()].isupper():
             return False
         before = folded[: m.start()].rstrip()
-        if (before and before[-1] not in ".!?\n\"'") or (
-            before.endswith(".") and _ABBREVIATION.search(before)
+        if (
+            (before and before[-1] not in ".!?\"'")
+            or (before.endswith(".") and _ABBREVIATION.search(before))
+            or (not before and folded[m.end() : m.end() + 1] in (",", ":"))  # "Quispe, Rosa"
         ):
             inside = True
     return inside

@@ -123,3 +123,5 @@ def test_names_are_capitalised_inside_a_sentence():
     assert is_name_in("muller", "Seen by Dr. Müller today")
     assert not is_name_in("cough", "Seen for a cough.")
     assert not is_name_in("cough", "Cough for two weeks.")  # a sentence's first word
+    assert not is_name_in("battle", "Battle lines. The battle went on.")  # not everywhere
+    assert is_name_in("quispe", "Quispe, Rosa. Seen today.")  # a record's heading
