@@ -317,6 +317,8 @@ def is_name_in(word: str, text: str) -> bool:
     folded = _fold(text)
     inside = False
     for m in re.finditer(r"(?<!\w)" + re.escape(_fold(word)) + r"(?!\w)", folded, re.I):
+        if _in_address(folded, m.start(), m.end()):
+            continue  # "<scott@kitterman.com>": an address says nothing of the case
         if not folded[m.start()].isupper():
             return False
         before = folded[: m.start()].rstrip()
@@ -327,6 +329,12 @@ def is_name_in(word: str, text: str) -> bool:
         ):
             inside = True
     return inside
+
+
+def _in_address(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] is part of an e-mail address or a host name."""
+    before, after = text[max(start - 1, 0) : start], text[end : end + 2]
+    return before in ("@", ".") or after[:1] == "@" or (after[:1] == "." and after[1:].isalnum())
 
 
 _ABBREVIATION = re.compile(r"(?:^|\s)[A-Z][a-z]{0,3}\.$")

@@ -125,3 +125,5 @@ def test_names_are_capitalised_inside_a_sentence():
     assert not is_name_in("cough", "Cough for two weeks.")  # a sentence's first word
     assert not is_name_in("battle", "Battle lines. The battle went on.")  # not everywhere
     assert is_name_in("quispe", "Quispe, Rosa. Seen today.")  # a record's heading
+    # the address beside the name is lower case, the name still is one
+    assert is_name_in("kitterman", " -- Scott Kitterman <scott@kitterman.com>  Mon")
