@@ -70,10 +70,11 @@ def open_webui(companion, tmp_path):
         "RAG_EMBEDDING_MODEL_AUTO_UPDATE": "False",
         "ENABLE_VERSION_UPDATE_CHECK": "False",
     }
+    log = (tmp_path / "open-webui.log").open("w")  # a file: a full pipe would block it
     proc = subprocess.Popen(
         [str(OPEN_WEBUI), "serve", "--host", "127.0.0.1", "--port", str(port)],
         env=env,
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
     )
@@ -82,7 +83,7 @@ def open_webui(companion, tmp_path):
     try:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                pytest.fail("Open WebUI exited:\n" + (proc.stdout.read() if proc.stdout else ""))
+                pytest.fail("Open WebUI exited:\n" + (tmp_path / "open-webui.log").read_text())
             try:
                 if httpx.get(f"{base}/health", timeout=2).is_success:
                     break
@@ -90,7 +91,8 @@ def open_webui(companion, tmp_path):
                 pass
             time.sleep(1)
         else:
-            pytest.fail("Open WebUI did not start within 600 s")
+            tail = (tmp_path / "open-webui.log").read_text()[-3000:]
+            pytest.fail("Open WebUI did not start within 600 s:\n" + tail)
         yield base
     finally:
         proc.terminate()
@@ -98,6 +100,8 @@ def open_webui(companion, tmp_path):
             proc.wait(20)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
+        print((tmp_path / "open-webui.log").read_text()[-2000:])
 
 
 def test_open_webui_default_chat_and_its_background_tasks(open_webui):
