@@ -12,6 +12,7 @@ the server process's resident memory growth (peak during the case, sampled every
 ``parse_memory_mb``) and the slowest ``/healthz`` answered meanwhile (a client in a
 process of its own asking every 50 ms).  Cases:
 
+* ``idle``: nothing for 10 s, the slowest /healthz of a machine as loaded as it is;
 * ``docx bomb``: a ~45 KB .docx of 3 M empty paragraphs (the probe's file);
 * ``pdf text bomb``: a ~24 KB PDF whose page draws 200,000 text runs;
 * ``scan 100 pages``: a PDF of 100 pages showing one picture (~290 bytes a page);
@@ -160,6 +161,11 @@ class Server:
         return list(r.json())
 
 
+def _idle() -> str:
+    time.sleep(10.0)
+    return "-"
+
+
 def _give_up(server: Server, name: str, data: bytes) -> str:
     try:
         httpx.post(
@@ -233,6 +239,7 @@ def run_cases(tree: Path, tmp: Path, label: str) -> dict[str, dict[str, Any]]:
     scan = scan_pdf(["Gout clinic letter"] * 100, copies=False)
     slow = scan_pdf([f"Letter number {i} about gout" for i in range(12)])
     cases = {
+        "idle 10 s (the machine's noise)": _idle,
         f"docx bomb ({len(bomb) // 1000} KB)": lambda: server.upload("bomb.docx", bomb),
         f"pdf text bomb ({len(text_bomb) // 1000} KB)": lambda: server.upload(
             "bomb.pdf", text_bomb

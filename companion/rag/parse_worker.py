@@ -21,7 +21,9 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
@@ -158,22 +160,22 @@ async def parse_document(
     import asyncio  # here, so the child (this module as __main__) does not import it
 
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-s",
-        "-c",
-        CHILD_START,
-        limits.to_json(),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
+    # Popen in a worker thread: CPython starts the child with vfork, where the event loop's
+    # own subprocess support (uvloop's libuv) forks -- copying the page tables of a server
+    # holding a model, a pause of the loop on every upload.
+    proc = await asyncio.to_thread(
+        subprocess.Popen,
+        [sys.executable, "-s", "-c", CHILD_START, limits.to_json()],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,  # its own process group: Tesseract dies with it
         cwd=str(ROOT),
         env=_child_env(),
     )
     cap = 16 * limits.max_chars + 4 * MIB  # JSON of the text, its sections and metadata
     header = json.dumps({"name": name}).encode() + b"\n"  # JSON: no newline inside
-    work = asyncio.ensure_future(_exchange(proc, header + data, cap))
+    work = asyncio.ensure_future(asyncio.to_thread(_exchange, proc, header + data, cap))
     try:
         deadline = started + limits.timeout_s
         while True:
@@ -186,45 +188,44 @@ async def parse_document(
                 raise ClientGoneError(f"{name}: the client left while the file was read")
         output = work.result()
     finally:
-        if proc.returncode is None:
+        if proc.poll() is None:
             _kill(proc)
-        if not work.done():
-            work.cancel()
-            with contextlib.suppress(BaseException):
-                await work
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                await proc.wait()
+        with contextlib.suppress(BaseException):
+            await work  # the thread ends once the killed child's pipe closes
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            await asyncio.to_thread(proc.wait, 10)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
     if stats is not None:
         stats["seconds"] = time.monotonic() - started
     return _answer(name, limits, proc.returncode, output, stats)
 
 
-async def _exchange(proc: Any, data: bytes, cap: int) -> bytes:
-    """Write the file to the child, read its answer (at most ``cap`` bytes), wait for it."""
-    import asyncio
+def _exchange(proc: Any, data: bytes, cap: int) -> bytes:
+    """Write the file to the child (a thread), read its answer (at most ``cap`` bytes),
+    wait for it; in a worker thread."""
 
-    async def feed() -> None:
+    def feed() -> None:
         try:
             proc.stdin.write(data)
-            await proc.stdin.drain()
-        except (BrokenPipeError, ConnectionResetError):
+        except OSError:
             pass  # the child stopped reading: its answer (or death) says why
         finally:
-            proc.stdin.close()
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
 
-    feeder = asyncio.ensure_future(feed())
+    feeder = threading.Thread(target=feed, name="veil-parse-feed", daemon=True)
+    feeder.start()
     out = bytearray()
-    try:
-        while chunk := await proc.stdout.read(65536):
-            out += chunk
-            if len(out) > cap:
-                raise DocumentLimitError("the parser's answer passed its size limit")
-        await feeder
-        await proc.wait()
-    finally:
-        if not feeder.done():
-            feeder.cancel()
+    while chunk := proc.stdout.read1(65536):
+        out += chunk
+        if len(out) > cap:
+            _kill(proc)
+            raise DocumentLimitError("the parser's answer passed its size limit")
+    feeder.join()
+    proc.wait()
     return bytes(out)
 
 
