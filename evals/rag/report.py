@@ -221,8 +221,10 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         "the ± reranker rows are absent.",
         "",
         "`hybrid weighted W/C`: the vector share of the weighted fusion is W when the question "
-        "names a rare word or an identifier of the store (at most 3 chunks, or 1% of them, "
-        "have it; hits with more of them rank first) and C when it names none.",
+        "names an identifier or a rare word of the store (at most 3 chunks, or 1% of them, "
+        "have it) or when one of BM25's first passages holds >= 60% of the question's idf, "
+        "and C otherwise; in hybrid, hits with the question's identifier, then with more of "
+        "the rare words it gives as names, rank first.",
         "",
         "## Recall and MRR",
         "",
