@@ -37,10 +37,22 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+SEEN: list[list[str]] = []  # per request the companion answered: the fields it ignored
+
+
 @pytest.fixture
-def companion(tmp_path):
+def companion(tmp_path, monkeypatch):
+    import companion.api.chat as chat
     from companion.app import create_app
     from companion.settings import Settings
+
+    real = chat._ignored_header
+
+    def record(body):
+        SEEN.append(body.ignored_fields())
+        return real(body)
+
+    monkeypatch.setattr(chat, "_ignored_header", record)
 
     torch.set_num_threads(1)
     tiny = tiny_chat_model(tmp_path / "tiny")
@@ -137,3 +149,6 @@ def test_open_webui_default_chat_and_its_background_tasks(open_webui):
         for response in (title, tags):
             assert response.status_code == 200, response.text
             assert "503" not in response.text and "Extra inputs" not in response.text
+    # the three calls reached the companion and were answered (what it ignored, shown)
+    print("fields the companion ignored, per Open WebUI request:", SEEN)
+    assert len(SEEN) >= 3, SEEN
