@@ -380,7 +380,8 @@ def chat_settings(settings: SettingsDep, engine: EngineDep) -> dict[str, Any]:
         "max_tokens_limit": settings.max_tokens_limit,
         "followup_query": settings.followup_query,
         "followup_query_modes": list(QUERY_MODES),
-        "defense": DEFAULT_DEFENSE,
+        "defense": settings.owner_defense,  # the owner's; a guest's is the key's
+        "guest_defense": DEFAULT_DEFENSE,
         "upload": {
             "extensions": list(SUPPORTED_SUFFIXES),
             "max_upload_bytes": settings.max_upload_bytes,
