@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from companion.cli import build_parser, main
-from evals.cli import EVALUATIONS
 from evals import common
+from evals.cli import EVALUATIONS
 
 NAMES = sorted(EVALUATIONS)
 
