@@ -40,69 +40,39 @@ import hashlib
 import io
 import re
 import time
-import zipfile
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import PurePath
 from typing import Any
 
+from companion.rag.archive import check_archive
 from companion.rag.chunking import Section
+from companion.rag.limits import (
+    DEFAULT_LIMITS,
+    RATIO_FLOOR,
+    DocumentLimitError,
+    DocumentLimits,
+    DocumentTooLargeError,
+    too_large,
+)
 from py_core.errors import InvalidParameterError
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "SUPPORTED_SUFFIXES",
+    "DocumentLimitError",
+    "DocumentLimits",
+    "DocumentTooLargeError",
+    "ExtractedText",
+    "check_archive",
+    "extract_text",
+    "too_large",
+]
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".eml", ".pdf", ".docx")
 DEFAULT_MAX_CHARS = 1_000_000
 MAX_EMAIL_PARTS = 200  # parts of a multipart e-mail that are looked at
 HTML_FEED = 65_536  # characters of HTML fed to the parser at a time
-
-
-class DocumentTooLargeError(InvalidParameterError):
-    """A file whose extracted text (or chunk count) passes a limit; names the file and limit."""
-
-
-class DocumentLimitError(DocumentTooLargeError):
-    """A file that would cost more than a :class:`DocumentLimits` bound (or the parsing
-    process's memory or time) to read; names the file, the limit and what to do."""
-
-
-MIB = 1 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class DocumentLimits:
-    """What reading one file may cost besides its text (settings of the same names)."""
-
-    max_unpacked_bytes: int = 100 * MIB  # a .docx: sum of its members' uncompressed sizes
-    max_compression_ratio: float = 100.0  # a .docx member, a PDF's pages: unpacked/stored
-    max_archive_members: int = 2000  # a .docx: files inside the zip
-    max_xml_elements: int = 1_000_000  # a .docx: XML elements over all its parts
-    ocr_max_images: int = 100  # distinct images read by OCR per file
-    ocr_timeout_s: float = 90.0  # Tesseract time per file
-
-    def __post_init__(self) -> None:
-        for name in (
-            "max_unpacked_bytes",
-            "max_compression_ratio",
-            "max_archive_members",
-            "max_xml_elements",
-            "ocr_max_images",
-            "ocr_timeout_s",
-        ):
-            value = getattr(self, name)
-            if not value > 0:
-                raise InvalidParameterError(f"{name} must be positive, got {value!r}")
-
-
-DEFAULT_LIMITS = DocumentLimits()
-RATIO_FLOOR = MIB  # members smaller than this may compress as well as they like
-
-
-def too_large(name: str, limit: int, unit: str = "characters") -> DocumentTooLargeError:
-    """The file's text passes ``limit`` characters (or chunks): name both, say what to do."""
-    setting = "max_document_chars" if unit == "characters" else "max_document_chunks"
-    return DocumentTooLargeError(
-        f"{name}: the file has more than {limit:,} {unit} of text, the limit per document "
-        f"({setting}); split it into smaller files"
-    )
 
 
 class _Budget:
@@ -522,78 +492,6 @@ def _has_images(page: Any) -> bool:
 
 def _page_list(pages: list[int]) -> str:
     return ", ".join(str(p) for p in pages[:10]) + (" ..." if len(pages) > 10 else "")
-
-
-def check_archive(data: bytes, name: str, limits: DocumentLimits) -> None:
-    """Refuse a zip (a .docx) that would unpack past the limits, before it is parsed.
-
-    The directory's sizes are checked first (members, their sum, each ratio); Python's
-    zipfile, which python-docx reads through, never returns more than a member's
-    declared size (a member that holds more fails its CRC).  Then the XML parts are
-    streamed and their elements counted (start tags, an upper bound), the stream
-    stopping at the limit.  A file that is not a zip is left to the reader's own error.
-    """
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, ValueError, OSError):
-        return
-    with archive:
-        members = archive.infolist()
-        if len(members) > limits.max_archive_members:
-            raise DocumentLimitError(
-                f"{name}: the Word document holds {len(members):,} files, more than "
-                f"{limits.max_archive_members:,} (max_archive_members); it is damaged or "
-                "not a plain document -- save it again from your word processor"
-            )
-        unpacked = sum(m.file_size for m in members)
-        if unpacked > limits.max_unpacked_bytes:
-            raise DocumentLimitError(
-                f"{name}: the Word document unpacks to {unpacked / MIB:,.0f} MB, more than "
-                f"{limits.max_unpacked_bytes / MIB:,.0f} MB (max_unpacked_bytes); split it "
-                "or save its text (File > Save As > Plain Text) and upload that"
-            )
-        for member in members:
-            ratio = member.file_size / max(member.compress_size, 1)
-            if member.file_size > RATIO_FLOOR and ratio > limits.max_compression_ratio:
-                raise DocumentLimitError(
-                    f"{name}: a part of the Word document ({member.filename}) expands "
-                    f"{ratio:,.0f} times when unpacked, more than "
-                    f"{limits.max_compression_ratio:g} (max_compression_ratio): a "
-                    "decompression bomb, or a document of nothing but empty paragraphs; "
-                    "save its text (File > Save As > Plain Text) and upload that"
-                )
-        elements = 0
-        for member in members:
-            if not member.filename.lower().endswith((".xml", ".rels")):
-                continue
-            try:
-                with archive.open(member) as stream:
-                    elements += _count_elements(stream, limits.max_xml_elements - elements)
-            except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError):
-                return  # the reader says what is wrong with the file
-            if elements > limits.max_xml_elements:
-                raise DocumentLimitError(
-                    f"{name}: the Word document has more than {limits.max_xml_elements:,} "
-                    "XML elements (max_xml_elements); split it into smaller documents or "
-                    "save its text (File > Save As > Plain Text) and upload that"
-                )
-
-
-def _count_elements(stream: Any, limit: int) -> int:
-    """Start tags in an XML stream (comments, declarations and end tags not counted),
-    read 1 MiB at a time; stops once the count passes ``limit``."""
-    count = 0
-    carry = b""
-    while count <= limit:
-        chunk = stream.read(MIB)
-        if not chunk:
-            break
-        buf = carry + chunk
-        carry = b"<" if buf.endswith(b"<") else b""  # "</", "<?", "<!" may straddle reads
-        if carry:
-            buf = buf[:-1]
-        count += buf.count(b"<") - buf.count(b"</") - buf.count(b"<?") - buf.count(b"<!")
-    return count
 
 
 def _docx(data: bytes, name: str, budget: _Budget, limits: DocumentLimits) -> ExtractedText:

@@ -33,7 +33,6 @@ from typing import Any
 from companion.rag.chunking import Section
 from companion.rag.ingest import (
     DEFAULT_MAX_CHARS,
-    MIB,
     DocumentLimitError,
     DocumentLimits,
     DocumentTooLargeError,
@@ -42,6 +41,7 @@ from companion.rag.ingest import (
     ParserMemoryError,
     extract_text,
 )
+from companion.rag.limits import MIB
 from py_core.errors import InvalidParameterError
 
 # The child lowers its priority before it imports anything (its start costs CPU too).
