@@ -3,14 +3,16 @@
 Runs when Open WebUI is installed in its own virtual environment: ``$VEIL_OPEN_WEBUI_VENV``
 or ``.veil-cache/open-webui`` (``python3 -m venv .veil-cache/open-webui &&
 .veil-cache/open-webui/bin/pip install open-webui==0.12.4``). It is not installed by
-``scripts/setup.sh --test``: on this 2-core machine under load the install took over 40
-minutes (issue 25 measured ~11 minutes on an idle one), too much next to the rest of CI.
+``scripts/setup.sh --test``: on this 2-core machine, shared and under load, the install
+took 49 minutes (2,935 s; 7.4 GB; issue 25 measured ~11 minutes on an idle one) -- next to
+CI's ~10 minutes that is too close to the 45-minute bound to add by default.
 
 Open WebUI is pointed at the companion only through its documented environment
-(OPENAI_API_BASE_URL, OPENAI_API_KEY; no login, no Ollama); the test then does what its
-page does for one question -- its chat call (with its default tools and stream options)
-and, at the same moment, its background title and tags tasks -- and checks every one
-answers (no 400 for the fields, no 503 from the queue).
+(OPENAI_API_BASE_URL, OPENAI_API_KEY; no login, no Ollama; nothing changed in its settings).
+One test calls its chat and its title and tags tasks through its API; the other uses its
+page in Chromium: type a question, press Enter, see the answer -- its default chat sends
+``tools`` and its background tasks come at once, and every one is answered (no 400 for
+the fields, no 503 from the queue).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import pytest
 import torch
 
 from tests.companion.fakes import KeywordEmbedder, free_port, serve_http
-from tests.companion.scripted_model import tiny_chat_model
+from tests.companion.scripted_model import Script, install, tiny_chat_model
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("VEIL_OPEN_WEBUI_VENV", ROOT / ".veil-cache" / "open-webui"))
@@ -53,6 +55,8 @@ def companion(tmp_path, monkeypatch):
         return real(body)
 
     monkeypatch.setattr(chat, "_ignored_header", record)
+    install(monkeypatch, Script(answers=["Hello from the Veil companion."]))
+    SEEN.clear()
 
     torch.set_num_threads(1)
     tiny = tiny_chat_model(tmp_path / "tiny")
@@ -152,3 +156,35 @@ def test_open_webui_default_chat_and_its_background_tasks(open_webui):
     # the three calls reached the companion and were answered (what it ignored, shown)
     print("fields the companion ignored, per Open WebUI request:", SEEN)
     assert len(SEEN) >= 3, SEEN
+
+
+def test_open_webui_page_default_chat_unchanged(open_webui):
+    """Open WebUI's own page, as a person uses it: type a question, press Enter. Its
+    default chat sends `tools` (a 400 before issue 25) and then its background tasks
+    (title, tags, follow-ups) at once (503s before); the answer must show."""
+    import shutil
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(open_webui + "/")
+        page.wait_for_selector("#chat-input", timeout=120_000)
+        page.keyboard.press("Escape")  # a first-visit notice, if any
+        page.click("#chat-input")
+        page.keyboard.type("Say hello.")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("text=Hello from the Veil companion.", timeout=120_000)
+        deadline = time.monotonic() + 60
+        while len(SEEN) < 2 and time.monotonic() < deadline:  # its background tasks
+            time.sleep(0.5)
+        body = page.inner_text("body")
+        browser.close()
+    print("fields the companion ignored, per Open WebUI request:", SEEN)
+    assert any("tools" in fields for fields in SEEN), SEEN  # its default chat sends tools
+    assert len(SEEN) >= 2, SEEN  # and its title/tags tasks were answered too
+    assert "Extra inputs" not in body and "503" not in body
