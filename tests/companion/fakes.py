@@ -85,6 +85,11 @@ def pdf_pages(pages: list[str]) -> bytes:
         )
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    return pdf_file(objects)
+
+
+def pdf_file(objects: list[bytes]) -> bytes:
+    """A PDF of these objects (1-based, in order; object 1 the catalog) with its xref."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for i, body in enumerate(objects, 1):
@@ -92,8 +97,8 @@ def pdf_pages(pages: list[str]) -> bytes:
         out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
     xref = len(out)
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    for off in offsets:
-        out += b"%010d 00000 n \n" % off
+    for offset in offsets:
+        out += b"%010d 00000 n \n" % offset
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
         len(objects) + 1,
         xref,

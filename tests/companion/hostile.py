@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.companion.fakes import pdf_file
+
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 
 
@@ -49,7 +51,7 @@ def text_bomb_pdf(lines: int = 200_000) -> bytes:
     """A one-page PDF of a few KB whose deflated content stream draws ``lines`` text runs."""
     content = b"BT /F1 12 Tf 72 720 Td (hello world lorem ipsum dolor) Tj ET\n" * lines
     comp = zlib.compress(content, 9)
-    return _pdf_file(
+    return pdf_file(
         [
             b"<< /Type /Catalog /Pages 2 0 R >>",
             b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
@@ -99,24 +101,7 @@ def scan_pdf(texts: list[str], *, copies: bool = True) -> bytes:
         )
         kids.append(b"%d 0 R" % len(objects))
     objects[1] = b"<< /Type /Pages /Kids [" + b" ".join(kids) + b"] /Count %d >>" % n
-    return _pdf_file(objects)
-
-
-def _pdf_file(objects: list[bytes]) -> bytes:
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for i, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    for offset in offsets:
-        out += b"%010d 00000 n \n" % offset
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
+    return pdf_file(objects)
 
 
 def plain_app(home: Path, **settings: Any) -> Any:

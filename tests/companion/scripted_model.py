@@ -12,26 +12,9 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
-
-
-def tiny_chat_model(folder: Path) -> Path:
-    """The tiny llama model with a chat template, written into ``folder``."""
-    from transformers import AutoTokenizer
-
-    from companion.audit.tiny import make_tiny_model
-
-    made = make_tiny_model(folder)
-    tokenizer = AutoTokenizer.from_pretrained(made)
-    tokenizer.chat_template = TEMPLATE
-    tokenizer.save_pretrained(made)
-    return made
+from tests.companion.fakes import tiny_chat_model  # noqa: F401 - its tests import it here
 
 
 @dataclass
