@@ -30,7 +30,13 @@ from companion.api.deps import (
     RagDep,
     SettingsDep,
 )
-from companion.errors import APIError, ErrorCode, envelope, internal_error_message
+from companion.errors import (
+    APIError,
+    ErrorCode,
+    envelope,
+    internal_error_message,
+    storage_error_response,
+)
 from companion.protocol import ChatCompletionRequest, ChatCompletionResponse
 from companion.settings import Settings
 from py_core.errors import VeilError
@@ -283,9 +289,6 @@ async def _wait_for_slot(engine: Engine, held: contextlib.AsyncExitStack) -> Asy
     """Take the model slot into ``held``; while waiting, yield SSE comments
     (``: queued, 2 ahead``) each time the queue moves, and at least every
     QUEUE_KEEPALIVE_S. OpenAI clients skip comment lines."""
-    if not hasattr(engine, "queue_position"):  # a test's engine without the fair queue
-        await held.enter_async_context(engine.slot())
-        return
     positions: asyncio.Queue[int] = asyncio.Queue()
     entering = asyncio.ensure_future(held.enter_async_context(engine.slot(positions.put_nowait)))
     told: int | None = None
@@ -352,7 +355,16 @@ async def _sse(
     result, veil, usage = answer.parts()
     final = _chunk(plan, model_id, {}, answer_result.finish_reason(result))
     final["veil"] = veil
-    await run_in_threadpool(_save, conversations, plan, result.text, veil)
+    try:
+        await run_in_threadpool(_save, conversations, plan, result.text, veil)
+    except Exception as exc:  # a full disk: the answer is shown, the event says it was not kept
+        stored = storage_error_response(exc)
+        if stored is None:
+            raise
+        yield _event(final | {"usage": usage})
+        yield _event(json.loads(bytes(stored.body)))
+        yield _event("[DONE]")
+        return
     final["usage"] = usage
     yield _event(final)
     yield _event("[DONE]")

@@ -406,7 +406,7 @@ class FakeEngine:
         pass
 
     @contextlib.asynccontextmanager
-    async def slot(self):
+    async def slot(self, progress=None):
         yield
 
     async def run_stream(self, work):

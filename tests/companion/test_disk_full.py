@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import sqlite3
 import subprocess
@@ -121,6 +122,12 @@ def test_every_write_on_a_full_disk_answers_507_and_reads_and_guests_go_on(tiny_
         _full(client.patch(f"/v1/conversations/{conv_id}", json={"title": "Renamed"}))
         _full(client.post("/v1/keys", json={"collection": "med", "defense": "none"}))
         _full(_chat(client, conversation_id=conv_id))
+        # streamed into a conversation: the answer arrives, then an event says it was not kept
+        streamed = _chat(client, conversation_id=conv_id, stream=True)
+        assert streamed.status_code == 200
+        events = [x[6:] for x in streamed.text.splitlines() if x.startswith("data: ")]
+        assert events[-1] == "[DONE]" and "veil" in json.loads(events[-3])
+        assert json.loads(events[-2])["error"]["code"] == "storage_full"
         # reads, guests and answers that store nothing
         assert [d["name"] for d in client.get("/v1/documents").json()] == ["gout.txt"]
         assert client.get(f"/v1/conversations/{conv_id}").json()["title"] == "Gout"
