@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal, get_args
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 import py_core
@@ -136,6 +136,14 @@ class Settings(BaseSettings):
         description="the decoding defense of the owner's answers when a request names none: "
         "the owner reads their own documents plainly (guests get their key's defense)",
     )
+
+    @field_validator("owner_defense")
+    @classmethod
+    def _known_defense(cls, value: str) -> str:
+        from companion.decoding.registry import check_name
+
+        return check_name(value)
+
     repetition_penalty: float = Field(
         default=1.1,
         ge=1.0,
