@@ -324,6 +324,13 @@ def pull(
     """
     check_repo(repo)
     name = check_name(name or local_name(repo))
+    from huggingface_hub import constants
+
+    if constants.is_offline_mode():
+        raise PullError(
+            "HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set in this environment, which "
+            "forbids downloads; unset it for this command to pull a model"
+        )
     endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
     token = token or os.environ.get("HF_TOKEN") or None
     models = home / "models"

@@ -36,6 +36,9 @@ def hub(tiny_files, monkeypatch):
     import huggingface_hub.constants as constants
 
     monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 4096)
+    # the test run is offline (scripts/test.sh sets HF_HUB_OFFLINE=1, read at import);
+    # pulling from the look-alike on loopback is what these tests are about
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     fake = Hub(REPO, dict(tiny_files))
     server, endpoint = serve(fake)
@@ -184,8 +187,21 @@ def test_a_listed_path_outside_the_folder_is_refused(path):
         HubFile(path, 1, None)
 
 
-def test_a_hub_that_cannot_be_reached_is_a_clear_error(tmp_path):
+def test_offline_mode_is_respected_with_a_clear_error(tmp_path, monkeypatch):
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(PullError, match="HF_HUB_OFFLINE"):
+        pull(REPO, home=tmp_path, endpoint="http://127.0.0.1:9")
+    assert not (tmp_path / "models").exists()
+
+
+def test_a_hub_that_cannot_be_reached_is_a_clear_error(tmp_path, monkeypatch):
+    import huggingface_hub.constants as constants
+
     from tests.companion.fakes import free_port
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
 
     with pytest.raises(PullError, match="hub"):
         pull(REPO, home=tmp_path, endpoint=f"http://127.0.0.1:{free_port()}")
