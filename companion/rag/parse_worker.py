@@ -288,8 +288,21 @@ def _limit_self(limits: ParseLimits) -> None:
 
 
 def _peak_rss() -> int:
+    """This process's peak resident memory since its exec, in bytes.
+
+    Linux's ``VmHWM`` is per address space, so it starts afresh at exec; ``ru_maxrss``
+    is kept across exec, and a child started by vfork would report the server's own
+    peak (2.2 GB seen in the test run next to loaded models) -- only a fallback.
+    """
     import resource
 
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError):
+        pass
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
 
 

@@ -46,7 +46,9 @@ def test_chat_page_uploads_asks_and_shows_the_receipt(tmp_path):
             page.click("#send")
             page.wait_for_selector(".msg.assistant .receipt", timeout=120_000)
             headline = page.inner_text(".msg.assistant .receipt .receipt-headline")
-            assert headline.startswith("Copy-aware PAD")
+            # the owner's default: their own documents read plainly (the receipt says so)
+            assert headline.startswith("None"), headline
+            first_kind = page.get_attribute(".msg.assistant .receipt", "data-kind")
             assert "visit.txt" in page.inner_text(".msg.assistant .citations")
             assert page.get_attribute("nav a[href='/static/audit.html']", "href")
             # The menu is the registry; each kind of receipt is rendered distinctly.
@@ -55,8 +57,8 @@ def test_chat_page_uploads_asks_and_shows_the_receipt(tmp_path):
             options = page.eval_on_selector_all("#defense option", "os => os.map(o => o.value)")
             assert options == list(DEFENSES)
             shots = os.environ.get("VEIL_SCREENSHOTS")
-            kinds = {}
-            for n, name in enumerate(("bounded", "static", "pad", "none"), start=2):
+            kinds = {"none": first_kind}
+            for n, name in enumerate(("bounded", "static", "pad", "copy_aware"), start=2):
                 page.select_option("#defense", name)
                 page.fill("#prompt", "What should I take for the ankle?")
                 page.click("#send")
@@ -70,4 +72,5 @@ def test_chat_page_uploads_asks_and_shows_the_receipt(tmp_path):
                     page.locator(box).screenshot(path=os.path.join(shots, f"receipt-{name}.png"))
             assert kinds["bounded"] == "meaningful" and kinds["static"] == "weak"
             assert kinds["pad"] in ("heuristic", "unprotected") and kinds["none"] == "unprotected"
+            assert kinds["copy_aware"] in ("heuristic", "unprotected")
             browser.close()
