@@ -116,14 +116,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_http(app: Any, port: int, *, timeout: float = 30.0) -> Iterator[str]:
-    """Run ``app`` with uvicorn in a thread; yields its base URL."""
+def serve_http(app: Any, port: int, *, timeout: float = 30.0, config: Any = None) -> Iterator[str]:
+    """Run ``app`` with uvicorn in a thread (``config``: a ``uvicorn.Config`` of its own);
+    yields its base URL."""
     import threading
     import time
 
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    config = config or uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.time() + timeout

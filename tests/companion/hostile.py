@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import threading
-import time
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -117,20 +115,9 @@ def plain_app(home: Path, **settings: Any) -> Any:
 @contextlib.contextmanager
 def serve_like_veil(app: Any, port: int, timeout: float = 60.0) -> Iterator[str]:
     """``app`` under uvicorn with ``veil serve``'s own settings, in a thread; its URL."""
-    import uvicorn
-
     from companion.commands.serve import uvicorn_config
+    from tests.companion.fakes import serve_http
 
-    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + timeout
-    while not server.started:
-        if time.time() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    config = uvicorn_config(app, "127.0.0.1", port, log_level="error")
+    with serve_http(app, port, timeout=timeout, config=config) as url:
+        yield url
