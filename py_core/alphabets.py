@@ -113,6 +113,7 @@ __all__ = [
     "ALPHABET_MODES",
     "ASCII_ONLY",
     "CLASS_NAMES",
+    "FOLD",
     "SCRIPTS",
     "SCRIPT_SLOTS",
     "Alphabet",
@@ -134,8 +135,11 @@ __all__ = [
 
 SCRIPTS = "scripts"
 ASCII_ONLY = "ascii"
-#: The per-site choices: each script in its own alphabet, or everything into ASCII.
-ALPHABET_MODES = (SCRIPTS, ASCII_ONLY)
+#: Accents into ASCII, other scripts per script (:mod:`py_core.accents`).
+FOLD = "fold"
+#: The per-site choices: each script in its own alphabet, everything into ASCII, or
+#: accented Latin letters as their ASCII base and every other script in its alphabet.
+ALPHABET_MODES = (SCRIPTS, ASCII_ONLY, FOLD)
 
 
 def validate_mode(mode: object) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
-from py_core import alphabets, krr
+from py_core import accents, alphabets, krr
 from py_core.accounting import DEFAULT_DELTA, KRREvent, KrrPldAccountant
 from py_core.errors import InsecureRandomnessError, InvalidParameterError
 from py_core.language import HEADERS
@@ -96,7 +96,7 @@ class Receipt:
     delta: float
     words: tuple[WordSurvival, ...]
     header_included: bool
-    alphabets: str = alphabets.SCRIPTS  # "scripts" or "ascii" (everything into ASCII)
+    alphabets: str = alphabets.SCRIPTS  # "scripts", "ascii" (everything) or "fold" (accents)
     latin_marks: bool = False  # the Latin mark slot was on (the prompt had accented letters)
     scripts: tuple[ScriptCount, ...] = ()  # per script: characters and cost of each
     slots: tuple[SlotCount, ...] = ()  # per slot alphabet: how many were perturbed
@@ -112,6 +112,8 @@ class Receipt:
     words_fresh: int = 0
     chars_fresh: int = 0
     epsilon_fresh_basic: float = 0.0  # basic composition over the fresh characters only
+    # "fold": accented Latin letters sent as their ASCII base letter (py_core.accents).
+    accents_folded: int = 0
 
     def to_dict(self) -> dict[str, object]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -350,6 +352,8 @@ def word_survival(
     """Per-word Pr[T0] of ``text`` as :func:`sanitize_prompt` would perturb it (no spans)."""
     mode = alphabets.validate_mode(alphabets_mode)
     eps = krr.validate_epsilon(epsilon)
+    if mode == alphabets.FOLD:
+        text = accents.fold(text)[0]
     cls = _classes(text, mode)
     latin_marks = mode == alphabets.SCRIPTS and bytes([_CLASS["latin"]]) in cls
     return _word_survival(text, cls, [], _Costs(eps, mode, latin_marks))
@@ -376,7 +380,10 @@ def sanitize_prompt(
     (its cost grows with the length; the basic bound is always given).
     ``alphabets_mode``: ``"scripts"`` perturbs each character within its script
     (:mod:`py_core.alphabets`; epsilon per slot), ``"ascii"`` puts everything into
-    printable ASCII (Veil's original mechanism).  ``header_language`` is only
+    printable ASCII (Veil's original mechanism), ``"fold"`` sends every accented
+    Latin letter as its ASCII base letter and the rest as ``"scripts"``
+    (:mod:`py_core.accents`: pre-processing of the person's text, so ``é`` and ``e``
+    are one input; protected spans are sent as typed).  ``header_language`` is only
     reported in the receipt.
 
     ``memo`` (:class:`py_core.memo.WordMemo`): each word already in it is sent as
@@ -392,7 +399,8 @@ def sanitize_prompt(
     mode = alphabets.validate_mode(alphabets_mode)
     impl = krr.implementation(krr.validate_epsilon(epsilon))
     spans = _validate_spans(protected_spans, len(text))
-    cls = _classes(text, mode)
+    source, folded = _folded(text, spans) if mode == alphabets.FOLD else (text, 0)
+    cls = _classes(source, mode)
     latin_marks = False
     if mode == alphabets.SCRIPTS:
         latin = bytes([_CLASS["latin"]])
@@ -402,13 +410,13 @@ def sanitize_prompt(
     pieces: list[str] = []
     cursor = 0
     for start, end in spans:
-        pieces.append(_perturb(text[cursor:start], impl.requested, rng, mode, latin_marks))
+        pieces.append(_perturb(source[cursor:start], impl.requested, rng, mode, latin_marks))
         pieces.append(text[start:end])
         cursor = end
-    pieces.append(_perturb(text[cursor:], impl.requested, rng, mode, latin_marks))
+    pieces.append(_perturb(source[cursor:], impl.requested, rng, mode, latin_marks))
     perturbed = "".join(pieces)
     costs = _Costs(impl.requested, mode, latin_marks)
-    words = _word_survival(text, cls, spans, costs)
+    words = _word_survival(source, cls, spans, costs)
     scripts, slots, unsupported = _counts(cls, spans, costs)
     chars = sum(c.chars for c in scripts)
     basic = sum(c.chars * c.epsilon_per_char for c in scripts)
@@ -449,6 +457,7 @@ def sanitize_prompt(
         words_fresh=fresh.words,
         chars_fresh=fresh.chars,
         epsilon_fresh_basic=fresh.epsilon,
+        accents_folded=folded,
     )
     sent = (header or "") + perturbed
     return SanitizedPrompt(text=sent, perturbed=perturbed, receipt=receipt)
@@ -517,7 +526,7 @@ def _apply_memo(
 def _visible(mode: str, scripts: Sequence[ScriptCount], latin_marks: bool, language: bool) -> str:
     """What the receipt says stays visible, in plain words."""
     parts = ["the length of every word and where words, lines and spaces are"]
-    if mode == alphabets.SCRIPTS:
+    if mode != alphabets.ASCII_ONLY:
         # With the mark slot on, ASCII and accented Latin are one class (e and é alike).
         rename = {"latin": "ascii"} if latin_marks else {}
         names = sorted({rename.get(s.script, s.script) for s in scripts if s.script != "other"})
@@ -533,7 +542,7 @@ def _visible(mode: str, scripts: Sequence[ScriptCount], latin_marks: bool, langu
     if unsupported:
         what = (
             "without an alphabet (e.g. Chinese, emoji)"
-            if mode == alphabets.SCRIPTS
+            if mode != alphabets.ASCII_ONLY
             else "outside printable ASCII"
         )
         out += (
@@ -541,6 +550,20 @@ def _visible(mode: str, scripts: Sequence[ScriptCount], latin_marks: bool, langu
             "random ASCII: the model cannot read them."
         )
     return out
+
+
+def _folded(text: str, spans: list[tuple[int, int]]) -> tuple[str, int]:
+    """``text`` with accents folded outside ``spans`` (same length), and how many were."""
+    folded, count = accents.fold(text)
+    if not count or not spans:
+        return folded, count
+    pieces, cursor = [], 0
+    for start, end in spans:
+        pieces += [folded[cursor:start], text[start:end]]
+        count -= sum(1 for a, b in zip(text[start:end], folded[start:end], strict=True) if a != b)
+        cursor = end
+    pieces.append(folded[cursor:])
+    return "".join(pieces), count
 
 
 def _free_ranges(spans: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
