@@ -83,6 +83,34 @@ def test_an_editor_that_makes_enter_a_new_line_keeps_the_text(browser: Browser) 
     assert page.evaluate("() => window.__attempts") == 1
 
 
+def test_an_enter_that_made_a_new_line_is_not_counted_as_sent(browser: Browser) -> None:
+    """The withdrawn send: history says 'withdrawn', its words are not 'sent as before' later."""
+    page = browser.open_redesign("claude.ai", "enter-newline")
+    type_draft(page, "Dear Dr. Keller, about the results")
+    page.keyboard.press("End")
+    page.keyboard.press("Enter")
+    _, text = wait_notice(page, {"protected"})
+    assert "Enter makes a new line on this page" in text, text
+    wait_history(browser, "claude", ["withdrawn"])
+    entry = history(browser, "claude")[0]
+    assert entry["notice"].startswith("Not sent: Enter made a new line"), entry["notice"]
+    assert "memoSentHere" not in entry
+    stored = browser.storage()
+    for word in ("Keller", "results"):
+        variants = stored[f"memo:{word}"]
+        assert [v["sites"] for v in variants] == [[]], (word, variants)
+    assert word in stored["memoUnsent"]
+    assert sends(browser.recorder) == []
+    # The real send (Ctrl+Enter): the same draws go out, none of them counted as sent before.
+    page.keyboard.insert_text("kind regards")
+    page.keyboard.press("Control+Enter")
+    wait_until(page, lambda: sends(browser.recorder), "nothing was sent")
+    kind, text = wait_notice(page, {"protected"})
+    assert "Veil protected this prompt" in text and "sent as before" not in text, text
+    wait_history(browser, "claude", ["withdrawn", "protected"])
+    assert browser.storage()["memo:Keller"][0]["sites"] == ["claude"]
+
+
 @pytest.mark.usefixtures("grant_clipboard")
 @pytest.mark.parametrize("how", ["type", "paste"])
 def test_chatscope_send_button_sends_the_protected_prompt(browser: Browser, how: str) -> None:

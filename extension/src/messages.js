@@ -44,6 +44,7 @@ export const Msg = Object.freeze({
   OPEN_PANEL: "open-panel",
   GET_REPLY: "get-reply",
   RESTORE_REPLY: "restore-reply",
+  WITHDRAW: "withdraw",
 });
 
 // Senders: "content" (the content script), "offscreen" (the offscreen page),
@@ -61,7 +62,16 @@ export const SCHEMA = Object.freeze({
       notice: "what the page's notice says, or null",
       protected: "true when `text` is the protected prompt",
       "receipt?": "the k-RR receipt (null in numbers mode); only when protected",
+      "historyId?": "the history entry of this send; only when protected (withdraw names it)",
     },
+  },
+  // The replayed Enter made a new line: the protected text never left. The
+  // entry says "withdrawn" and its words stop counting as sent to the site.
+  [Msg.WITHDRAW]: {
+    from: ["content"],
+    target: Target.BACKGROUND,
+    data: { historyId: "the protect reply's historyId" },
+    reply: { withdrawn: "true when the entry was a protected send of this site and is now withdrawn", words: "words no longer counted as sent to the site" },
   },
   [Msg.CORE_STATUS]: {
     from: ["offscreen"],

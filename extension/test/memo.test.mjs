@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { message, Msg, Target } from "../src/messages.js";
+import { entryKey } from "../src/settings.js";
 import { dispatch } from "../src/sw/handlers.js";
 import { MEMO_PREFIX, UNSENT_LIMIT, wordsOf } from "../src/sw/memo.js";
 import { fakeCore, fakeExt, senders } from "./fake-ext.mjs";
@@ -155,4 +156,52 @@ test("Veil's own sample text is previewed afresh and never kept in the memo", as
   const reply = await dispatch(e.ext, message(Msg.PREVIEW, Target.BACKGROUND, { siteId: "chatgpt", text: "Maria Keller", sample: true }), senders.page());
   assert.ok(reply.ok);
   assert.deepEqual(Object.keys(e.local.dump()).filter((k) => k.startsWith(MEMO_PREFIX)), []);
+});
+
+async function protectReply(e, text, url = CHATGPT) {
+  const reply = await dispatch(e.ext, message(Msg.PROTECT, Target.BACKGROUND, { text, url }), senders.content(url));
+  assert.ok(reply.ok, JSON.stringify(reply));
+  return reply.data;
+}
+
+async function withdrawSend(e, historyId, url = CHATGPT) {
+  const reply = await dispatch(e.ext, message(Msg.WITHDRAW, Target.BACKGROUND, { historyId }), senders.content(url));
+  assert.ok(reply.ok, JSON.stringify(reply));
+  return reply.data;
+}
+
+test("a withdrawn send (Enter made a new line): the entry says so and its words stop counting as sent here", async () => {
+  const e = env();
+  await protect(e, "Ada"); // Ada sent to chatgpt for real
+  const first = await protectReply(e, "Ada Lovelace"); // Lovelace drawn now, Ada sent as before
+  assert.match(first.notice, /1 word sent as before/);
+  assert.equal(typeof first.historyId, "string");
+  // The replay turned out to be a new line: withdraw it.
+  assert.deepEqual(await withdrawSend(e, first.historyId), { withdrawn: true, words: 1 });
+  const entry = e.local.dump()[entryKey(first.historyId)];
+  assert.equal(entry.status, "withdrawn");
+  assert.match(entry.notice, /Not sent: Enter made a new line/);
+  assert.equal(entry.memoSentHere, undefined);
+  // Lovelace keeps its draw but is sent to no site; Ada (sent by the earlier send) stays sent.
+  assert.deepEqual(e.local.dump()[MEMO_PREFIX + "Lovelace"][0].sites, []);
+  assert.deepEqual(e.local.dump()[MEMO_PREFIX + "Ada"][0].sites, ["chatgpt"]);
+  assert.ok(e.local.dump().memoUnsent.includes("Lovelace"));
+  // The real send: the same draw goes out, and only Ada counts as sent before.
+  const second = await protectReply(e, "Ada Lovelace");
+  assert.equal(second.text, first.text);
+  assert.match(second.notice, /1 word sent as before/);
+  assert.deepEqual(e.local.dump()[MEMO_PREFIX + "Lovelace"][0].sites, ["chatgpt"]);
+  // Once is enough: a second withdraw of the same entry, another site's, or a made-up id change nothing.
+  assert.deepEqual(await withdrawSend(e, first.historyId), { withdrawn: false, words: 0 });
+  assert.deepEqual(await withdrawSend(e, second.historyId, CLAUDE), { withdrawn: false, words: 0 });
+  assert.deepEqual(await withdrawSend(e, "no-such-id"), { withdrawn: false, words: 0 });
+  assert.deepEqual(e.local.dump()[MEMO_PREFIX + "Lovelace"][0].sites, ["chatgpt"]);
+});
+
+test("withdraw is taken only from Veil's content script", async () => {
+  const e = env();
+  const { historyId } = await protectReply(e, "Ada Lovelace");
+  const reply = await dispatch(e.ext, message(Msg.WITHDRAW, Target.BACKGROUND, { historyId }), senders.page());
+  assert.equal(reply.ok, false);
+  assert.equal(reply.error.code, "forbidden");
 });

@@ -10,7 +10,7 @@ import { notify } from "./notice.js";
 import { resend } from "./replay.js";
 import { siteSettings, state, written } from "./state.js";
 
-/** @typedef {{outcome: "protected" | "unprotected" | "off" | "blocked", notice: string | null}} Protected */
+/** @typedef {{outcome: "protected" | "unprotected" | "off" | "blocked", notice: string | null, historyId?: string}} Protected */
 
 /** @param {string} text */
 async function askBackground(text) {
@@ -26,6 +26,15 @@ async function askBackground(text) {
     ]);
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/** Tell the worker the send of `historyId` did not happen (a failure leaves it counted: the safe side). @param {string} historyId */
+async function withdraw(historyId) {
+  try {
+    await ext.runtime.send(message(Msg.WITHDRAW, Target.BACKGROUND, { historyId }));
+  } catch {
+    // The worker is gone: the words stay counted as sent, which overstates, never understates.
   }
 }
 
@@ -50,7 +59,7 @@ export async function protectInto(editor, original) {
       const now = readText(editor);
       written.set(editor, now);
       if (now !== result.text) approve(now, original);
-      return { outcome: "protected", notice: result.notice };
+      return { outcome: "protected", notice: result.notice, historyId: result.historyId };
     }
     if (result.action === "send-unprotected") {
       approve(original); // the person chose this for the site: the one way an original leaves
@@ -76,13 +85,17 @@ export async function protectAndSend(editor, original, trigger) {
   state.busy = true;
   notify("Veil is protecting this prompt…", "working");
   try {
-    const { outcome, notice } = await protectInto(editor, original);
+    const { outcome, notice, historyId } = await protectInto(editor, original);
     if (outcome === "blocked") {
       notify(notice ?? "", "blocked");
       return;
     }
     // Said once the replay shows it was a send (an Enter that makes a new line says so itself).
-    if (!(await resend(trigger, editor, original))) return;
+    if (!(await resend(trigger, editor, original))) {
+      // Nothing left: the history says so and these words stop counting as sent here.
+      if (outcome === "protected" && historyId) await withdraw(historyId);
+      return;
+    }
     if (outcome === "protected") notify(notice ?? "", "protected");
     else if (outcome === "unprotected") notify(notice ?? "", "unprotected");
     else notify("Sent as typed: Veil's protection is off for this site.", "off");

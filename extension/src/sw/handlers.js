@@ -12,8 +12,8 @@ import { customSiteId, GENERIC_ADAPTER, parseCustomOrigin } from "../sites.js";
 import { refreshAllBadges, refreshBadge, savePageCheck } from "./badge.js";
 import { composeRedeem, composeSend, openPanel } from "./compose.js";
 import { callCore } from "./core-client.js";
-import { appendHistory, clearHistory, finishReceipt, readHistory, readIndexes } from "./history.js";
-import { drawsSentTo, loadLedger, memoView, resetMemo, withMemo, wordsSentBefore } from "./memo.js";
+import { appendHistory, clearHistory, finishReceipt, readHistory, readIndexes, withdrawEntry } from "./history.js";
+import { drawsSentTo, loadLedger, memoView, resetMemo, unsendDraws, withMemo, wordsSentBefore } from "./memo.js";
 import { pageSite, registerSite, siteIdFor, siteList, unregisterSite } from "./sites.js";
 import {
   loadCoreStatus,
@@ -84,11 +84,11 @@ async function protect(ext, data, sender, { failOpen = true } = {}) {
     const receipt = result.receipt;
     const notice = protectNotice(receipt, result.replacements, wordsSentBefore(before, result.memoSeen, siteId)) + rootguardNotice(result.replacements);
     timings.beforeHistory = performance.now() - started;
-    const id = await appendHistory(ext, siteId, { ...base, status: "protected", sent: result.text, receipt, replacements: result.replacements, timings }, settings.historyLimit);
+    const id = await appendHistory(ext, siteId, { ...base, status: "protected", sent: result.text, receipt, replacements: result.replacements, timings, memoSentHere: result.memoSentHere || [] }, settings.historyLimit);
     // Not awaited: the reply goes out first. If the worker stops before this
     // finishes, the entry keeps the basic bound and a null composed bound.
     finishReceipt(ext, id, receipt, settings.coreTimeoutMs).catch(() => {});
-    return { action: "send", text: result.text, notice, protected: true, receipt };
+    return { action: "send", text: result.text, notice, protected: true, receipt, historyId: id };
   } catch (err) {
     if (site.failOpen && failOpen) {
       const notice = `Veil could not protect this prompt (${errorText(err)}); sent UNPROTECTED as you chose for this site.`;
@@ -445,6 +445,7 @@ export const HANDLERS = Object.freeze({
   [Msg.COMPOSE_REDEEM]: composeRedeem,
   [Msg.OPEN_PANEL]: openPanel,
   [Msg.RESTORE_REPLY]: restoreReplyOf,
+  [Msg.WITHDRAW]: withdraw,
 });
 
 // ---------------------------------------------------------------- the reply in the person's words
@@ -471,11 +472,27 @@ async function restoreReplyOf(ext, data) {
   return { segments, words: count("word"), close: count("close"), values: count("value") };
 }
 
+/**
+ * The replayed Enter made a new line: nothing was sent. The entry (of the
+ * sender's own site, made in the last two minutes) becomes "withdrawn" and its
+ * words stop counting as sent to the site (unsendDraws; the ledger keeps it).
+ */
+async function withdraw(ext, data, sender) {
+  const settings = await loadSettings(ext);
+  const siteId = siteIdFor(sender.url || sender.tab?.url || "", settings);
+  if (!siteId) throw badRequest("withdraw: this page is not one of Veil's sites");
+  const notice = "Not sent: Enter made a new line on this page, so the protected text never left (the page's box held it until Veil put your text back).";
+  const entry = await withdrawEntry(ext, siteId, String(data.historyId || ""), notice);
+  if (!entry) return { withdrawn: false, words: 0 };
+  const words = await unsendDraws(ext, siteId, entry.memoSentHere || []);
+  return { withdrawn: true, words };
+}
+
 /** Why `sender` may not send `type`, or null when it may. */
 function forbidden(ext, type, sender) {
   const fromPage = isExtensionPage(sender, ext.runtime.id(), ext.runtime.url(""));
   if (PRIVILEGED.has(type)) return fromPage ? null : `${type} is accepted only from Veil's own pages`;
-  if ([Msg.PROTECT, Msg.PAGE_CHECK, Msg.COMPOSE_REDEEM, Msg.OPEN_PANEL].includes(type)) {
+  if ([Msg.PROTECT, Msg.WITHDRAW, Msg.PAGE_CHECK, Msg.COMPOSE_REDEEM, Msg.OPEN_PANEL].includes(type)) {
     return sender?.id === ext.runtime.id() && sender.tab ? null : `${type} is accepted only from Veil's content script`;
   }
   if (type === Msg.CORE_STATUS) return fromPage ? null : "core-status comes only from Veil's offscreen page";

@@ -41,6 +41,24 @@ export async function finishReceipt(ext, id, receipt, timeoutMs) {
   });
 }
 
+/**
+ * Mark entry `id` of `siteId` withdrawn (a send that did not happen) and
+ * return it as it was, or null when it is not a protected send of that site
+ * made in the last `maxAgeMs`.
+ */
+export function withdrawEntry(ext, siteId, id, notice, maxAgeMs = 120000) {
+  return ext.withLock(STORAGE_LOCK, async () => {
+    const key = entryKey(id);
+    const { [key]: entry, [historyKey(siteId)]: index = [] } = await ext.storage.local.get([key, historyKey(siteId)]);
+    if (!entry || entry.siteId !== siteId || entry.status !== "protected" || Date.now() - entry.ts > maxAgeMs) return null;
+    const row = index.find((e) => e.id === id);
+    if (row) row.status = "withdrawn";
+    const { memoSentHere: _dropped, ...kept } = entry;
+    await ext.storage.local.set({ [key]: { ...kept, status: "withdrawn", notice, withdrawnAt: Date.now() }, [historyKey(siteId)]: index });
+    return entry;
+  });
+}
+
 /** A site's full entries, oldest first. */
 export async function readHistory(ext, siteId) {
   const key = historyKey(siteId);

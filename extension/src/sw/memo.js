@@ -100,8 +100,8 @@ export function withMemo(ext, text, call, { siteId = null, save = null } = {}) {
     }
     // A caller's own stores (RootGuard's state) happen before the memo is written.
     if (save) await save(result);
-    await storeReleases(ext, memo, ledger, result, siteId);
-    return result;
+    const sentHere = await storeReleases(ext, memo, ledger, result, siteId);
+    return siteId ? Object.assign(result, { memoSentHere: sentHere }) : result;
   });
 }
 
@@ -112,17 +112,24 @@ async function redrawn(ext, memo, result) {
   return added.filter((r) => (memo[r.word] || []).some((v) => variantKey(v) === variantKey(r.variant)));
 }
 
+/** Store the send's draws; returns [word, variantKey] of every draw newly marked sent to `siteId`. */
 async function storeReleases(ext, memo, ledger, result, siteId) {
-  if (!result.memoAdded?.length && !result.memoSeen?.length && !result.ledgerTotal) return;
+  /** @type {[string, string][]} */
+  const sentHere = [];
+  if (!result.memoAdded?.length && !result.memoSeen?.length && !result.ledgerTotal) return sentHere;
   const now = Date.now();
   const changed = {};
   const variantsOf = (word) => (changed[word] ??= (memo[word] || []).map((v) => ({ ...v, sites: [...(v.sites || [])] })));
   for (const { word, variant } of result.memoAdded || []) {
     variantsOf(word).push({ ...variant, sites: siteId ? [siteId] : [], ts: now });
+    if (siteId) sentHere.push([word, variantKey(variant)]);
   }
   for (const seen of result.memoSeen || []) {
     const variant = variantsOf(seen.word).find((v) => variantKey(v) === variantKey(seen));
-    if (variant && siteId && !variant.sites.includes(siteId)) variant.sites.push(siteId);
+    if (variant && siteId && !variant.sites.includes(siteId)) {
+      variant.sites.push(siteId);
+      sentHere.push([seen.word, variantKey(seen)]);
+    }
   }
   const items = Object.fromEntries(Object.entries(changed).map(([word, variants]) => [keyOf(word), variants]));
   const { memoUnsent = [] } = await ext.storage.local.get("memoUnsent");
@@ -139,6 +146,40 @@ async function storeReleases(ext, memo, ledger, result, siteId) {
   }
   await ext.storage.local.set(items);
   if (dropped.length) await dropUnsent(ext, dropped);
+  return sentHere;
+}
+
+/**
+ * A send that did not happen (the replayed Enter made a new line): its draws
+ * stop counting as sent to `siteId` -- each keeps its draw (the next send of
+ * the word sends it, so nothing is drawn twice) but loses the site, as a
+ * preview's draw. The lifetime ledger keeps the release: the protected text
+ * was written into the page's box, where the page's own scripts could read it.
+ * @param {[string, string][]} sentHere what storeReleases returned for that send
+ * @returns {Promise<number>} how many words no longer count as sent there
+ */
+export function unsendDraws(ext, siteId, sentHere) {
+  return ext.withLock(MEMO_LOCK, async () => {
+    const words = [...new Set((sentHere || []).map(([word]) => word))];
+    if (!words.length) return 0;
+    const stored = await ext.storage.local.get(words.map(keyOf));
+    const items = {};
+    const unsent = [];
+    const touched = new Set();
+    for (const [word, key] of sentHere) {
+      const variants = (items[keyOf(word)] ??= (stored[keyOf(word)] || []).map((v) => ({ ...v, sites: [...(v.sites || [])] })));
+      const variant = variants.find((v) => variantKey(v) === key);
+      if (!variant || !variant.sites.includes(siteId)) continue;
+      variant.sites = variant.sites.filter((s) => s !== siteId);
+      touched.add(word);
+      if (!variant.sites.length) unsent.push(word);
+    }
+    if (!touched.size) return 0;
+    const { memoUnsent = [] } = await ext.storage.local.get("memoUnsent");
+    items.memoUnsent = [...new Set([...memoUnsent, ...unsent])];
+    await ext.storage.local.set(items);
+    return touched.size;
+  });
 }
 
 /** Forget the never-sent variants of `words` (previews only; sent draws stay). */
