@@ -105,7 +105,7 @@ def test_an_enter_that_made_a_new_line_is_not_counted_as_sent(browser: Browser) 
     page.keyboard.insert_text("kind regards")
     page.keyboard.press("Control+Enter")
     wait_until(page, lambda: sends(browser.recorder), "nothing was sent")
-    kind, text = wait_notice(page, {"protected"})
+    _, text = wait_notice(page, {"protected"})
     assert "Veil protected this prompt" in text and "sent as before" not in text, text
     wait_history(browser, "claude", ["withdrawn", "protected"])
     assert browser.storage()["memo:Keller"][0]["sites"] == ["claude"]

@@ -1,4 +1,4 @@
-"""The reply in the person's words, in Veil's side panel only (issue 27, point 1).
+"""The reply in the person's words, in Veil's side panel and options page only (issue 27, point 1).
 
 The prompt is written in Veil's panel and sent protected; the chat page then
 shows a reply that repeats the protected words (as a model answering about
@@ -11,9 +11,11 @@ its DOM, Veil's notice included, holds none either.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from e2e.harness import Browser, wait_for_records
+from e2e.harness import Browser, history, wait_for_records
 from e2e.test_protect import assert_perturbed_shape, squash
 from e2e.test_sidepanel import (
     EPSILON,
@@ -76,6 +78,26 @@ def test_the_panel_shows_the_reply_in_your_words_and_the_page_never_sees_them(
     marks = panel.eval_on_selector_all("#reply mark.restored", "els => els.map(e => e.textContent)")
     assert set(RESTORED) <= set(marks), marks
     assert "the page's only reply" in panel.inner_text("#reply-which")
+
+    # The options page's history shows that send's reply restored too (kept by the worker
+    # once the page's reply settled; restored only in Veil's page).
+    deadline = time.time() + 20
+    while not (entries := history(browser, "chatgpt")) or "reply" not in entries[-1]:
+        assert time.time() < deadline, "the reply was not kept with the send's history entry"
+        time.sleep(0.2)
+    assert entries[-1]["reply"]["text"] == reply and entries[-1]["status"] == "protected"
+    options = browser.options()
+    options.select_option("#history-site", "chatgpt")
+    cell = options.wait_for_selector("#history-table td.reply[data-reply=restored]", timeout=15000)
+    shown = cell.inner_text()
+    assert shown.startswith("You asked about this:"), shown
+    for word in RESTORED:
+        assert word in shown, (word, shown)
+    marks = options.eval_on_selector_all(
+        "#history-table td.reply mark.restored", "els => els.map(e => e.textContent)"
+    )
+    assert set(RESTORED) <= set(marks), marks
+    options.close()
 
     # Nothing of it reached the page: not its listeners, not its DOM.
     panel.click("#reply-refresh")  # reading the reply again changes nothing on the page either

@@ -45,6 +45,7 @@ export const Msg = Object.freeze({
   GET_REPLY: "get-reply",
   RESTORE_REPLY: "restore-reply",
   WITHDRAW: "withdraw",
+  SAVE_REPLY: "save-reply",
 });
 
 // Senders: "content" (the content script), "offscreen" (the offscreen page),
@@ -72,6 +73,14 @@ export const SCHEMA = Object.freeze({
     target: Target.BACKGROUND,
     data: { historyId: "the protect reply's historyId" },
     reply: { withdrawn: "true when the entry was a protected send of this site and is now withdrawn", words: "words no longer counted as sent to the site" },
+  },
+  // The site's reply to a protected send, as the page shows it (the options
+  // page's history restores it in the person's words; the page gets nothing).
+  [Msg.SAVE_REPLY]: {
+    from: ["content"],
+    target: Target.BACKGROUND,
+    data: { historyId: "the protect (or compose-insert) historyId", text: "the reply's text as the page shows it" },
+    reply: { saved: "true when kept with that entry (a protected send of this site, in the last 10 minutes)" },
   },
   [Msg.CORE_STATUS]: {
     from: ["offscreen"],
@@ -292,7 +301,7 @@ export const SCHEMA = Object.freeze({
   [Msg.COMPOSE_INSERT]: {
     from: ["background"],
     target: Target.CONTENT,
-    data: { text: "the protected text (never the original)", token: "the one-time token issued for exactly this text and tab" },
+    data: { text: "the protected text (never the original)", token: "the one-time token issued for exactly this text and tab", "historyId?": "the send's history entry (its reply is kept with it)" },
     reply: { sent: "the site's send path was triggered and the text left the editor", notice: "what happened, in words" },
   },
   [Msg.COMPOSE_REDEEM]: {

@@ -6,6 +6,7 @@ import { Msg } from "./messages.js";
 import { renderMemo, wireMemo } from "./options-memo.js";
 import { renderRootguard, wireRootguard } from "./options-rootguard.js";
 import { coreStatusText, el, send } from "./page-api.js";
+import { replyNodes, replySummary } from "./reply-view.js";
 import { EPSILON_MAX, EPSILON_MIN, EPSILON_STEP, MODES } from "./settings.js";
 import { originMatchPattern, parseCustomOrigin } from "./sites.js";
 
@@ -117,9 +118,23 @@ async function renderHistory() {
         el("td", {}, h.mode === "numbers" ? "numbers" : String(h.epsilon)),
         el("td", { class: "text" }, h.original, el("div", {}, el("button", { onclick: () => navigator.clipboard.writeText(h.original) }, "Copy"))),
         el("td", { class: "text" }, h.sent ?? (h.notice || "")),
+        el("td", { class: "text reply", "data-reply": h.reply ? "pending" : "none" }, h.reply ? "…" : ""),
       ),
     ),
   );
+  // Each kept reply, restored in your words here (Veil's page; the site's page never gets it).
+  for (const h of entries) {
+    if (!h.reply?.text) continue;
+    const cell = $("history-table").querySelector(`tr[data-entry="${CSS.escape(h.id)}"] td.reply`);
+    try {
+      const restored = await send(Msg.RESTORE_REPLY, { siteId: chosen, text: h.reply.text });
+      cell.replaceChildren(el("div", { class: "reply-text" }, ...replyNodes(restored.segments)), el("div", { class: "hint" }, `${replySummary(restored)}.`));
+      cell.dataset.reply = "restored";
+    } catch (err) {
+      cell.textContent = `Could not restore the reply: ${err.message}`;
+      cell.dataset.reply = "error";
+    }
+  }
 }
 
 $("history-site").addEventListener("change", () => renderHistory().catch(showError));

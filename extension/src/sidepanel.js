@@ -10,6 +10,7 @@ import { ext } from "./chrome-api.js";
 import { renderForecast } from "./forecast.js";
 import { message, Msg, Target } from "./messages.js";
 import { coreStatusText, debounce, el, send } from "./page-api.js";
+import { replyNodes, replySummary } from "./reply-view.js";
 
 /** The page's element with this id (an input, a button, a table: the id says which). @type {(id: string) => any} */
 const $ = (id) => document.getElementById(id);
@@ -179,16 +180,6 @@ async function pageReply() {
   }
 }
 
-/** @param {Array<{kind: string, text: string, original?: string, sent?: string}>} segments */
-function renderReply(segments) {
-  const nodes = segments.map((s) => {
-    if (s.kind === "plain") return document.createTextNode(s.text);
-    const title =
-      s.kind === "word" ? `sent as “${s.sent}”` : s.kind === "close" ? `the reply has “${s.sent}”, close to what Veil sent for your word` : `sent as ${s.sent}; your value is ${s.original}`;
-    return el("mark", { class: s.kind === "word" ? "restored" : s.kind, title }, s.text);
-  });
-  $("reply").replaceChildren(...nodes);
-}
 
 async function showReply() {
   if (!tabId || !siteId) return;
@@ -207,9 +198,8 @@ async function showReply() {
   const restored = await send(Msg.RESTORE_REPLY, { siteId, text: found.text });
   replyShown = found.text;
   const which = found.count > 1 ? `reply ${found.index} of ${found.count} on the page (the latest)` : "the page's only reply";
-  const what = [`${restored.words} word${restored.words === 1 ? "" : "s"} restored`, restored.close ? `${restored.close} close` : "", restored.values ? `${restored.values} value${restored.values === 1 ? "" : "s"}` : ""];
-  $("reply-which").textContent = `Showing ${which}: ${what.filter(Boolean).join(", ")}.`;
-  renderReply(restored.segments);
+  $("reply-which").textContent = `Showing ${which}: ${replySummary(restored)}.`;
+  $("reply").replaceChildren(...replyNodes(restored.segments));
   $("reply").hidden = false;
   document.body.dataset.reply = String(found.index);
 }

@@ -205,3 +205,22 @@ test("withdraw is taken only from Veil's content script", async () => {
   assert.equal(reply.ok, false);
   assert.equal(reply.error.code, "forbidden");
 });
+
+test("the site's reply to a protected send is kept with its entry, for that site's page only", async () => {
+  const e = env();
+  const { historyId } = await protectReply(e, "Ada Lovelace");
+  const save = (data, url = CHATGPT, sender = senders.content(url)) => dispatch(e.ext, message(Msg.SAVE_REPLY, Target.BACKGROUND, data), sender);
+  const saved = await save({ historyId, text: "About A#1 L#2: yes." });
+  assert.ok(saved.ok && saved.data.saved, JSON.stringify(saved));
+  assert.deepEqual(e.local.dump()[entryKey(historyId)].reply.text, "About A#1 L#2: yes.");
+  // Another site's page, a made-up entry, an empty text, or a Veil page: nothing kept.
+  assert.equal((await save({ historyId, text: "spoofed" }, CLAUDE)).data.saved, false);
+  assert.equal((await save({ historyId: "nope", text: "x" })).data.saved, false);
+  assert.equal((await save({ historyId, text: "  " })).ok, false);
+  assert.equal((await save({ historyId, text: "x" }, CHATGPT, senders.page())).error.code, "forbidden");
+  assert.equal(e.local.dump()[entryKey(historyId)].reply.text, "About A#1 L#2: yes.");
+  // A withdrawn send keeps no reply.
+  const second = await protectReply(e, "Ada again");
+  await withdrawSend(e, second.historyId);
+  assert.equal((await save({ historyId: second.historyId, text: "late" })).data.saved, false);
+});

@@ -8,6 +8,8 @@ import { editorInfo, isOurs } from "./drafts.js";
 import { approve } from "./guard-link.js";
 import { notify } from "./notice.js";
 import { sendThroughSite, textLeaves } from "./replay.js";
+import { latestReply } from "./reply.js";
+import { watchReply } from "./reply-watch.js";
 import { adapter, intercepting, state, written } from "./state.js";
 
 /**
@@ -18,10 +20,10 @@ import { adapter, intercepting, state, written } from "./state.js";
  * path without protecting it again. Anything else (text the person typed
  * here, text the page changed) gets no exemption: the token is spent and
  * nothing is sent.
- * @param {{text?: unknown, token?: unknown}} data
+ * @param {{text?: unknown, token?: unknown, historyId?: unknown}} data
  * @returns {Promise<{sent: boolean, notice: string}>}
  */
-export async function composeInsert({ text, token }) {
+export async function composeInsert({ text, token, historyId }) {
   const refuse = (/** @type {string} */ notice) => ({ sent: false, notice });
   if (typeof text !== "string" || !text.trim() || typeof token !== "string") return refuse("Veil's panel sent nothing to write. Nothing was sent.");
   if (!adapter() || !intercepting()) return refuse("Veil's protection is off on this page, so the panel wrote nothing into it. Nothing was sent.");
@@ -57,10 +59,12 @@ export async function composeInsert({ text, token }) {
       notify(`Veil did not send the panel's prompt: ${why}. Nothing was sent.`, "blocked");
       return refuse(`Veil did not send: ${why}. Nothing was sent.`);
     }
+    const replyBefore = latestReply();
     const how = sendThroughSite(editor);
     if (how && (await textLeaves(editor, holding))) {
       const notice = "Veil sent the prompt you wrote in its panel: this page saw only the protected text.";
       notify(notice, "protected");
+      if (typeof historyId === "string") watchReply(historyId, replyBefore);
       return { sent: true, notice };
     }
     const notice = "Veil wrote the protected text into the chat box, but the site did not send it: press its send button (the text is already protected).";

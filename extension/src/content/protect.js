@@ -8,6 +8,8 @@ import { message, Msg, Target } from "../messages.js";
 import { approve } from "./guard-link.js";
 import { notify } from "./notice.js";
 import { resend } from "./replay.js";
+import { latestReply } from "./reply.js";
+import { watchReply } from "./reply-watch.js";
 import { siteSettings, state, written } from "./state.js";
 
 /** @typedef {{outcome: "protected" | "unprotected" | "off" | "blocked", notice: string | null, historyId?: string}} Protected */
@@ -91,12 +93,16 @@ export async function protectAndSend(editor, original, trigger) {
       return;
     }
     // Said once the replay shows it was a send (an Enter that makes a new line says so itself).
+    const replyBefore = latestReply();
     if (!(await resend(trigger, editor, original))) {
       // Nothing left: the history says so and these words stop counting as sent here.
       if (outcome === "protected" && historyId) await withdraw(historyId);
       return;
     }
-    if (outcome === "protected") notify(notice ?? "", "protected");
+    if (outcome === "protected") {
+      notify(notice ?? "", "protected");
+      if (historyId) watchReply(historyId, replyBefore); // kept for the options page's history
+    }
     else if (outcome === "unprotected") notify(notice ?? "", "unprotected");
     else notify("Sent as typed: Veil's protection is off for this site.", "off");
   } finally {

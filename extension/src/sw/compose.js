@@ -125,7 +125,7 @@ export async function composeSend(ext, data, { protect }) {
     return refusal(result.notice ? `${result.notice.replace(/ Your text is still in the box[^.]*\./, "")} Nothing was written into the page.` : "Veil could not protect this prompt. Nothing was written into the page.");
   }
   const token = await issueToken(ext, { tabId, text: result.text });
-  const reply = await askTab(ext, tabId, message(Msg.COMPOSE_INSERT, Target.CONTENT, { text: result.text, token }));
+  const reply = await askTab(ext, tabId, message(Msg.COMPOSE_INSERT, Target.CONTENT, { text: result.text, token, historyId: result.historyId }));
   if (!reply?.ok) {
     await redeemToken(ext, { token, tabId, text: null }); // spend it: nobody may use it later
     return refusal(`The page did not take the protected text (${reply?.error?.message || "no answer from Veil's content script"}). Nothing was sent.`);

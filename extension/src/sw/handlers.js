@@ -12,7 +12,7 @@ import { customSiteId, GENERIC_ADAPTER, parseCustomOrigin } from "../sites.js";
 import { refreshAllBadges, refreshBadge, savePageCheck } from "./badge.js";
 import { composeRedeem, composeSend, openPanel } from "./compose.js";
 import { callCore } from "./core-client.js";
-import { appendHistory, clearHistory, finishReceipt, readHistory, readIndexes, withdrawEntry } from "./history.js";
+import { appendHistory, clearHistory, finishReceipt, readHistory, readIndexes, saveReply, withdrawEntry } from "./history.js";
 import { drawsSentTo, loadLedger, memoView, resetMemo, unsendDraws, withMemo, wordsSentBefore } from "./memo.js";
 import { pageSite, registerSite, siteIdFor, siteList, unregisterSite } from "./sites.js";
 import {
@@ -446,6 +446,7 @@ export const HANDLERS = Object.freeze({
   [Msg.OPEN_PANEL]: openPanel,
   [Msg.RESTORE_REPLY]: restoreReplyOf,
   [Msg.WITHDRAW]: withdraw,
+  [Msg.SAVE_REPLY]: saveReplyOf,
 });
 
 // ---------------------------------------------------------------- the reply in the person's words
@@ -488,11 +489,20 @@ async function withdraw(ext, data, sender) {
   return { withdrawn: true, words };
 }
 
+/** The site's reply to one of its protected sends, kept with the entry (the options page restores it). */
+async function saveReplyOf(ext, data, sender) {
+  const settings = await loadSettings(ext);
+  const siteId = siteIdFor(sender.url || sender.tab?.url || "", settings);
+  if (!siteId) throw badRequest("save-reply: this page is not one of Veil's sites");
+  if (typeof data.text !== "string" || !data.text.trim()) throw badRequest("save-reply needs the reply's text");
+  return { saved: await saveReply(ext, siteId, String(data.historyId || ""), data.text) };
+}
+
 /** Why `sender` may not send `type`, or null when it may. */
 function forbidden(ext, type, sender) {
   const fromPage = isExtensionPage(sender, ext.runtime.id(), ext.runtime.url(""));
   if (PRIVILEGED.has(type)) return fromPage ? null : `${type} is accepted only from Veil's own pages`;
-  if ([Msg.PROTECT, Msg.WITHDRAW, Msg.PAGE_CHECK, Msg.COMPOSE_REDEEM, Msg.OPEN_PANEL].includes(type)) {
+  if ([Msg.PROTECT, Msg.WITHDRAW, Msg.SAVE_REPLY, Msg.PAGE_CHECK, Msg.COMPOSE_REDEEM, Msg.OPEN_PANEL].includes(type)) {
     return sender?.id === ext.runtime.id() && sender.tab ? null : `${type} is accepted only from Veil's content script`;
   }
   if (type === Msg.CORE_STATUS) return fromPage ? null : "core-status comes only from Veil's offscreen page";

@@ -59,6 +59,17 @@ export function withdrawEntry(ext, siteId, id, notice, maxAgeMs = 120000) {
   });
 }
 
+/** Keep the site's reply with entry `id` (a protected send of `siteId` in the last `maxAgeMs`). */
+export function saveReply(ext, siteId, id, text, maxAgeMs = 600000) {
+  return ext.withLock(STORAGE_LOCK, async () => {
+    const key = entryKey(id);
+    const { [key]: entry } = await ext.storage.local.get(key);
+    if (!entry || entry.siteId !== siteId || entry.status !== "protected" || Date.now() - entry.ts > maxAgeMs) return false;
+    await ext.storage.local.set({ [key]: { ...entry, reply: { text: text.slice(0, 50000), ts: Date.now() } } });
+    return true;
+  });
+}
+
 /** A site's full entries, oldest first. */
 export async function readHistory(ext, siteId) {
   const key = historyKey(siteId);
