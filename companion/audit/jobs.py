@@ -159,16 +159,15 @@ class JobManager:
         return self._enqueue(job)
 
     def submit_setup(self, *, model: str | None, layer: int, force: bool = False) -> Job:
-        """Queue the model's setup (or return the setup job already queued or running)."""
-        with self._guard:
-            for job in self._jobs.values():
-                if (
-                    job.kind == "setup"
-                    and not job.finished
-                    and (job.model, job.layer) == (model, layer)
-                ):
-                    return job
-        target = self.pool.get(model, layer)
+        """Queue the model's setup (or return the setup job already queued or running).
+
+        Looking for that job and queueing a new one happen under one hold of the
+        manager's lock, so concurrent requests share one job (they made one each).
+        """
+        existing = self.active_setup(model, layer)
+        if existing is not None:
+            return existing
+        target = self.pool.get(model, layer)  # may open the model: outside the lock
         config = self.setup_config
 
         def run(job: Job) -> dict[str, Any]:
@@ -189,10 +188,20 @@ class JobManager:
             }}  # fmt: skip
 
         job = Job(id=_new_id(), model=model, layer=layer, method="setup", kind="setup", run=run)
-        return self._enqueue(job)
+        return self._enqueue(job, share=True)
 
-    def _enqueue(self, job: Job) -> Job:
+    def _enqueue(self, job: Job, *, share: bool = False) -> Job:
+        """Queue ``job``; with ``share``, return instead the unfinished job of the same kind,
+        model and layer if there is one (checked under the same lock as the queueing)."""
         with self._guard:
+            if share:
+                for other in self._jobs.values():
+                    if (
+                        other.kind == job.kind
+                        and not other.finished
+                        and (other.model, other.layer) == (job.model, job.layer)
+                    ):
+                        return other
             if self._closed:
                 raise QueueFullError("the server is shutting down; try again after it restarts", 5)
             if len(self._queue) >= self.max_queued:

@@ -228,6 +228,39 @@ def test_setup_status_names_the_running_setup_so_a_page_can_reattach(make_client
     assert _wait(lambda: _status(client, job_id) == "cancelled")
 
 
+def test_concurrent_setup_requests_share_one_job(make_client):
+    """Issue 24: 40 concurrent POST /v1/audit/setup made 4 to 8 setup jobs (each request
+    looked for a running setup, found none, then queued its own); now they share one.
+
+    The model lookup between the look and the queueing is slowed so that every request
+    is inside that window at once, as on a loaded machine."""
+    client = make_client(audit_max_queued=64)
+    client.jobs.setup_config = LONG_SETUP
+    pool, real_get = client.jobs.pool, client.jobs.pool.get
+
+    def slow_get(spec, layer):
+        time.sleep(0.2)
+        return real_get(spec, layer)
+
+    pool.get = slow_get
+    answers: list = []
+
+    def post():
+        answers.append(client.post("/v1/audit/setup", json={}))
+
+    threads = [threading.Thread(target=post) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert [r.status_code for r in answers] == [202] * 12
+    ids = {r.json()["id"] for r in answers}
+    setups = [j for j in client.jobs.jobs() if j.kind == "setup"]
+    assert len(ids) == 1 and len(setups) == 1, (ids, [j.status for j in setups])
+    client.delete(f"/v1/audit/inversion/{ids.pop()}")
+    assert _wait(lambda: all(j.finished for j in client.jobs.jobs()))
+
+
 def test_internal_job_errors_carry_no_trace(make_client, monkeypatch):
     """A job that fails inside reports a fixed message, never the exception text or a trace."""
     client = make_client()
