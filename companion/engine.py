@@ -77,6 +77,11 @@ class ModelEngine:
     _load_lock: threading.Lock = field(default_factory=threading.Lock)
     _holder: _Holder | None = None
     _closing: bool = False
+    # What close() ends at once, from any thread: each open stream's and each waiting
+    # request's (loop, callback); see close().
+    _on_close: dict[int, tuple[asyncio.AbstractEventLoop, Callable[[], Any]]] = field(
+        default_factory=dict
+    )
     # Models other than the default, loaded on request (most recently used last); at most
     # max_loaded - 1 of them are kept next to the default one.
     max_loaded: int = 2
@@ -214,11 +219,25 @@ class ModelEngine:
         # asyncio.Semaphore wakes its waiters in arrival order (and lets no newcomer
         # overtake one that was woken): first come, first served.
         acquire = asyncio.ensure_future(self._semaphore.acquire())
+        stopping: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def stop() -> None:  # close(), in this loop
+            if not stopping.done():
+                stopping.set_result(None)
+
+        self._on_close[id(stopping)] = (asyncio.get_running_loop(), stop)
         got = False
         try:
             while True:
                 since = self._last_move
-                await asyncio.wait({acquire}, timeout=self.queue_timeout_s)
+                either: set[asyncio.Future[Any]] = {acquire, stopping}
+                await asyncio.wait(
+                    either, timeout=self.queue_timeout_s, return_when="FIRST_COMPLETED"
+                )
+                if stopping.done() and not acquire.done():
+                    raise APIError(
+                        503, ErrorCode.BUSY, "the companion is stopping; try again later"
+                    )
                 if acquire.done():
                     acquire.result()
                     got = True
@@ -236,6 +255,7 @@ class ModelEngine:
                 got = False
                 raise APIError(503, ErrorCode.BUSY, "the companion is stopping; try again later")
         finally:
+            self._on_close.pop(id(stopping), None)
             if not got:
                 if acquire.done() and not acquire.cancelled() and acquire.exception() is None:
                     if not self._closing:  # granted just as this request gave up: pass it on
@@ -261,11 +281,18 @@ class ModelEngine:
         return self._semaphore.locked()
 
     def close(self) -> None:
-        """Server shutdown: cancel the running generation and admit no new one."""
+        """Server shutdown: cancel the running generation, admit no new one, and end every
+        open stream and waiting request now (a 503 "stopping"), without waiting for the
+        worker thread: a forward pass in progress (a prefill chunk, seconds on a busy CPU)
+        cannot be interrupted, and the server's exit should not wait for it.  Safe from any
+        thread."""
         self._closing = True
         holder = self._holder
         if holder is not None and holder.cancel is not None:
             holder.cancel.set()
+        for loop, callback in list(self._on_close.values()):
+            with contextlib.suppress(RuntimeError):  # that loop is closed already
+                loop.call_soon_threadsafe(callback)
 
     async def run_stream(self, work: Callable[[threading.Event], Any]) -> AsyncIterator[str]:
         """Run ``work(cancel)`` (an iterator of text deltas) in a thread; yield its deltas.
@@ -297,6 +324,8 @@ class ModelEngine:
         if holder is not None:
             holder.attach(thread, cancel)
         deadline = time.monotonic() + self.generation_timeout_s
+        closing = (loop, lambda: queue.put_nowait(("closing", None)))
+        self._on_close[id(closing)] = closing
         thread.start()
         try:
             while True:
@@ -317,12 +346,18 @@ class ModelEngine:
                     yield value
                 elif kind == "done":
                     return
+                elif kind == "closing":
+                    raise APIError(
+                        503, ErrorCode.BUSY, "the companion is stopping; the answer was cut short"
+                    )
                 else:
                     raise value
         finally:
+            self._on_close.pop(id(closing), None)
             cancel.set()
-            # Wait for the worker to notice, without blocking the event loop.
-            await asyncio.to_thread(ended.wait)
+            if not self._closing:  # stopping: the daemon thread ends with the process
+                # Wait for the worker to notice, without blocking the event loop.
+                await asyncio.to_thread(ended.wait)
 
 
 class _Holder:

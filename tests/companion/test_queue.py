@@ -120,6 +120,59 @@ def test_a_waiter_that_leaves_keeps_the_queue_fair():
     assert asyncio.run(scenario()) == [0, 2]
 
 
+def test_the_shutdown_ends_open_streams_and_waiters_without_waiting_for_the_worker():
+    """Ctrl-C while an answer streams (issue 25.3): the server's shutdown calls
+    engine.close() from its signal thread; the open stream and the request queued behind
+    it end at once with a 503 "stopping", though the worker is inside a step that does not
+    look at its cancel flag (a prefill forward pass, seconds on a busy CPU) -- the server's
+    exit does not wait for that step (before, the stream and uvicorn waited for it)."""
+    inside = threading.Event()
+    release = threading.Event()
+
+    def forward_pass(cancel: threading.Event):
+        yield "x"
+        inside.set()
+        release.wait(60)  # cannot be interrupted
+        yield "y"
+
+    async def scenario() -> dict:
+        engine = ModelEngine(spec=None, queue_size=8, queue_timeout_s=60)
+        seen: dict = {"deltas": []}
+
+        async def streaming() -> None:
+            try:
+                async with engine.slot():
+                    async for delta in engine.run_stream(forward_pass):
+                        seen["deltas"].append(delta)
+            except APIError as exc:
+                seen["stream"] = (exc.status, exc.message)
+
+        async def queued() -> None:
+            try:
+                async with engine.slot():
+                    seen["queued"] = "served"
+            except APIError as exc:
+                seen["queued"] = (exc.status, exc.message)
+
+        first = asyncio.create_task(streaming())
+        await asyncio.to_thread(inside.wait, 10)
+        second = asyncio.create_task(queued())
+        await asyncio.sleep(0.05)
+        threading.Thread(target=engine.close).start()  # as companion.app.shutdown does
+        done, _ = await asyncio.wait({first, second}, timeout=30)  # a guard against a hang
+        seen["ended"] = len(done)
+        seen["worker_still_inside"] = not release.is_set()
+        release.set()
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen["ended"] == 2, seen  # both ended while the worker was still inside its step
+    assert seen["worker_still_inside"]
+    assert seen["deltas"] == ["x"]
+    assert seen["stream"][0] == 503 and "stopping" in seen["stream"][1], seen
+    assert seen["queued"][0] == 503 and "stopping" in seen["queued"][1], seen
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     return tiny_chat_model(tmp_path_factory.mktemp("tiny-chat"))

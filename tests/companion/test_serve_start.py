@@ -1,5 +1,6 @@
 """``veil serve``'s first start (issue 25.3): a busy port is said before anything loads,
-and Ctrl-C while the model is converted the first time exits within 2 s."""
+Ctrl-C while the model is converted the first time exits within 2 s, and Ctrl-C once the
+server is up shuts it down and exits without the interpreter's teardown."""
 
 from __future__ import annotations
 
@@ -86,3 +87,66 @@ def test_ctrl_c_during_the_first_conversion_exits_within_2_s(tmp_path):
         [p for p in models.glob("*") if not p.name.endswith(".partial")] if models.exists() else []
     )
     assert not any((p / "model.safetensors").exists() for p in finished)
+
+
+@pytest.mark.slow
+def test_ctrl_c_once_up_shuts_down_then_exits_without_the_teardown(tmp_path):
+    """Ctrl-C after the server is up: uvicorn shuts down (the lifespan closes every store:
+    "Application shutdown complete"), then the process exits at once with 130 -- without
+    the interpreter's teardown, whose garbage collection of torch's whole heap kept it
+    waiting 5-7 s (an ``atexit`` hook shows whether the teardown ran).  The exit time
+    itself is measured by bench/serve_stop_bench.py, not asserted here."""
+    from tests.companion.fakes import tiny_chat_model
+
+    tiny = tiny_chat_model(tmp_path / "tiny")
+    port = free_port()
+    env = {**os.environ, "VEIL_HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1"}
+    env.pop("VEIL_TOKEN_PATH", None)
+    code = (
+        "import atexit, sys; atexit.register(print, 'interpreter teardown ran'); "
+        "from companion.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "serve", "--port", str(port), "--model", str(tiny)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    import httpx
+
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).is_success:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        else:
+            proc.kill()
+            pytest.fail("veil serve did not come up:\n" + proc.communicate()[0])
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, out
+    assert "Application shutdown complete" in out, out  # the stores were closed first
+    assert "veil: stopped" in out
+    assert "interpreter teardown ran" not in out, out
+
+
+def test_the_graceful_shutdown_is_bounded_under_2_s(tmp_path):
+    """uvicorn's wait for open requests after the first signal (5 s before): what the
+    answer streams and audit jobs, ended by the shutdown at once, leave to wait for."""
+    from companion.app import create_app
+    from companion.commands.serve import GRACEFUL_SHUTDOWN_S, uvicorn_config
+    from companion.settings import Settings
+
+    app = create_app(Settings(home=tmp_path))
+    config = uvicorn_config(app, "127.0.0.1", 8765)
+    assert config.timeout_graceful_shutdown == GRACEFUL_SHUTDOWN_S
+    assert 0 < GRACEFUL_SHUTDOWN_S < 2
