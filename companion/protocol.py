@@ -88,6 +88,7 @@ OPENAI_IGNORED = (
 VEIL_FIELDS = (
     "collection",
     "conversation_id",
+    "replace_from",
     "retrieval_query",
     "retrieval_top_k",
     "retrieval_mode",
@@ -172,6 +173,15 @@ class ChatCompletionRequest(BaseModel):
         description="continue this stored conversation (/v1/conversations): its earlier "
         "messages are put before `messages` (send only the new ones), and the question and the "
         "answer are appended to it; owner only",
+    )
+    replace_from: int | None = Field(
+        None,
+        ge=1,
+        description="with conversation_id: answer in place of this stored user message and "
+        "everything after it (regenerate: send the same question; edit: send the edited "
+        "one); the earlier messages are the history, and the stored turns from this one "
+        "on are replaced by the question and the new answer only once it is complete "
+        "(a stopped or failed answer leaves the conversation as it was)",
     )
     retrieval_query: Literal["last", "user_turns", "turns"] | None = Field(
         None,

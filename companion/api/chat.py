@@ -99,19 +99,55 @@ def _history(conversations: Any, body: ChatCompletionRequest, is_guest: bool) ->
             f"no conversation with id {body.conversation_id}",
             "conversation_id",
         )
-    return [{"role": m.role, "content": m.content} for m in conv.messages]
+    messages = conv.messages
+    if body.replace_from is not None:  # regenerate or edit: the history ends before it
+        at = [i for i, m in enumerate(messages) if m.id == body.replace_from and m.role == "user"]
+        if not at:
+            raise APIError(
+                404,
+                ErrorCode.NOT_FOUND,
+                f"conversation {body.conversation_id} has no question with message id "
+                f"{body.replace_from} to answer again",
+                "replace_from",
+            )
+        messages = messages[: at[0]]
+    return [{"role": m.role, "content": m.content} for m in messages]
 
 
-def _save(conversations: Any, plan: AnswerPlan, answer: str, veil: dict[str, Any]) -> None:
-    """Append this request's messages and the answer to its conversation, if it has one."""
+def _check_replace(body: ChatCompletionRequest) -> None:
+    if body.replace_from is not None and body.conversation_id is None:
+        raise APIError(
+            400,
+            ErrorCode.INVALID_REQUEST,
+            "replace_from names a message of a stored conversation; send conversation_id too",
+            "replace_from",
+        )
+
+
+def _save(
+    conversations: Any,
+    plan: AnswerPlan,
+    replace_from: int | None,
+    answer: str,
+    veil: dict[str, Any],
+) -> dict[str, Any] | None:
+    """Keep this request's messages and the answer in its conversation, if it has one:
+    appended, or in place of ``replace_from`` and every message after it.  What was kept
+    (the conversation's id and the new messages' ids), or None."""
     if plan.conversation_id is None:
-        return
+        return None
+    turns: list[tuple[str, str, dict[str, Any] | None]] = [
+        (m["role"], m["content"], None) for m in plan.new_messages
+    ]
+    turns.append(("assistant", answer, veil))
     try:
-        for m in plan.new_messages:
-            conversations.append(plan.conversation_id, m["role"], m["content"])
-        conversations.append(plan.conversation_id, "assistant", answer, veil)
+        if replace_from is not None:
+            kept = conversations.replace_from(plan.conversation_id, replace_from, turns)
+        else:
+            kept = [conversations.append(plan.conversation_id, *turn) for turn in turns]
     except KeyError:  # deleted while the answer was generated: nothing to keep it in
-        return
+        return None
+    return {"id": plan.conversation_id, "message_ids": [m.id for m in kept]}
 
 
 class _Answer:
@@ -182,6 +218,7 @@ async def chat_completions(
             f"a guest key chats with the companion's default model {engine.model_id!r} only",
             "model",
         )
+    _check_replace(body)
     history = await run_in_threadpool(_history, conversations, body, key is not None)
     plan = await run_in_threadpool(
         plan_answer, settings, rag, body, history, model=model, guest=key
@@ -198,17 +235,22 @@ async def chat_completions(
             async for _ in engine.run_stream(answer.work):
                 pass
         result, veil, usage = answer.parts()
-        await run_in_threadpool(_save, conversations, plan, result.text, veil)
-        return JSONResponse(
-            _completion(plan, model_id, result, veil, usage), headers=_ignored_header(body)
+        kept = await run_in_threadpool(
+            _save, conversations, plan, body.replace_from, result.text, veil
         )
+        completion = _completion(plan, model_id, result, veil, usage)
+        if kept is not None:
+            completion["conversation"] = kept
+        return JSONResponse(completion, headers=_ignored_header(body))
     # A full queue is a proper 503 before the stream starts; the model itself is taken
     # inside the stream, so a client that never reads the stream cannot hold it.
     engine.check_queue()
     _charge(plan, keys)
     context = await run_in_threadpool(_prepare, settings, rag, engine, plan)
     return StreamingResponse(
-        _sse(plan, engine, _Answer(engine, plan, context), model_id, conversations),
+        _sse(
+            plan, engine, _Answer(engine, plan, context), model_id, conversations, body.replace_from
+        ),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **_ignored_header(body)},
     )
@@ -330,7 +372,12 @@ def _chunk(
 
 
 async def _sse(
-    plan: AnswerPlan, engine: Engine, answer: _Answer, model_id: str, conversations: Any
+    plan: AnswerPlan,
+    engine: Engine,
+    answer: _Answer,
+    model_id: str,
+    conversations: Any,
+    replace_from: int | None = None,
 ) -> AsyncIterator[str]:
     yield _event(_chunk(plan, model_id, {"role": "assistant", "content": ""}, None))
     try:
@@ -356,7 +403,7 @@ async def _sse(
     final = _chunk(plan, model_id, {}, answer_result.finish_reason(result))
     final["veil"] = veil
     try:
-        await run_in_threadpool(_save, conversations, plan, result.text, veil)
+        kept = await run_in_threadpool(_save, conversations, plan, replace_from, result.text, veil)
     except Exception as exc:  # a full disk: the answer is shown, the event says it was not kept
         stored = storage_error_response(exc)
         if stored is None:
@@ -366,6 +413,8 @@ async def _sse(
         yield _event("[DONE]")
         return
     final["usage"] = usage
+    if kept is not None:  # the stored messages' ids (the page's regenerate and edit)
+        final["conversation"] = kept
     yield _event(final)
     yield _event("[DONE]")
 

@@ -1,6 +1,9 @@
 """``/v1/conversations``: the chat page's conversations, kept by the companion (owner only).
 
 * ``GET /v1/conversations`` lists them (newest activity first, no messages);
+  ``?q=words`` only those whose title or one of whose messages has every word, each
+  with ``match``: where (``title`` or ``message``), the message's id and role, and a
+  snippet of it with the matched words between U+0002 and U+0003;
 * ``POST /v1/conversations`` starts one (a title and the page's settings for it);
 * ``GET /v1/conversations/{id}`` returns one with its messages, each answer with
   its ``veil`` object (receipt, citations, budget);
@@ -19,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -60,9 +63,23 @@ def _invalid(exc: VeilError) -> APIError:
     return APIError(400, ErrorCode.INVALID_REQUEST, str(exc))
 
 
-@router.get("", summary="List conversations (newest first, without their messages)")
-def list_conversations(conversations: ConversationsDep, owner: OwnerDep) -> dict[str, Any]:
-    return {"data": [c.to_dict() for c in conversations.list()]}
+@router.get("", summary="List conversations (newest first, without their messages), or search them")
+def list_conversations(
+    conversations: ConversationsDep,
+    owner: OwnerDep,
+    q: Annotated[
+        str | None,
+        Query(
+            max_length=500,
+            description="words: only the conversations whose title or one of whose "
+            "messages has every one (a word or a word's start, any case)",
+        ),
+    ] = None,
+) -> dict[str, Any]:
+    if q is None or not q.strip():
+        return {"data": [c.to_dict() for c in conversations.list()]}
+    found = conversations.search(q)
+    return {"data": [c.to_dict() | {"match": hit.to_dict()} for c, hit in found], "query": q}
 
 
 @router.post("", status_code=201, summary="Start a conversation")

@@ -6,6 +6,11 @@ defense and its parameters) and its messages in order.  An assistant message
 keeps the ``veil`` object of its answer (receipt, citations, budget) so the page
 can show them again after a reload.
 
+Regenerate and edit replace a question and everything after it
+(:meth:`ConversationStore.replace_from`); :meth:`ConversationStore.search` finds
+conversations by their titles and their messages' words
+(:mod:`companion.conversations.search`, whose index forgets what is deleted).
+
 When a document is deleted, :meth:`ConversationStore.forget_document` replaces what
 the stored answers kept of it -- each citation's passage, heading, page and the
 document's name, in the citations and the budget -- by a "deleted" mark, and empties
@@ -14,6 +19,7 @@ the WAL: the passage is then in no file (``secure_delete`` zeroes the old rows).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import secrets
@@ -26,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from companion import db
+from companion.conversations import search as message_search
 from py_core.errors import InvalidParameterError
 
 SCHEMA = """
@@ -47,7 +54,10 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_conversation ON messages(conversation_id, id);
 """
 
-MIGRATIONS = (db.Migration(1, "conversations", lambda conn: db.run_script(conn, SCHEMA)),)
+MIGRATIONS = (
+    db.Migration(1, "conversations", lambda conn: db.run_script(conn, SCHEMA)),
+    db.Migration(2, "message_search", message_search.install),  # FTS5 over the messages
+)
 # What a stored answer keeps of a deleted document in place of its name.
 DELETED_DOCUMENT = "(deleted document)"
 
@@ -228,39 +238,94 @@ class ConversationStore:
             )
         return conv
 
-    def delete(self, conv_id: str) -> bool:
-        """Delete a conversation and its messages, from the WAL too (``secure_delete``)."""
+    def search(self, query: str) -> builtins.list[tuple[Conversation, message_search.Hit]]:
+        """The conversations whose title, or one of whose messages, has every word of
+        ``query`` (newest activity first), each with where it matched."""
         with self._lock:
-            cursor = self._db.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+            hits = message_search.search(self._db, query)
+        return [(c, hits[c.id]) for c in self.list() if c.id in hits]
+
+    def delete(self, conv_id: str) -> bool:
+        """Delete a conversation and its messages, from the WAL and the search index too
+        (``secure_delete``, the index's segments merged)."""
+        with self._lock:
+            with db.transaction(self._db):
+                cursor = self._db.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+                if cursor.rowcount > 0:
+                    message_search.purge(self._db)
             if cursor.rowcount > 0:
                 with contextlib.suppress(sqlite3.Error):  # truncated at the next delete
                     db.forget_deleted(self._db)
         return cursor.rowcount > 0
 
+    def replace_from(
+        self,
+        conv_id: str,
+        message_id: int,
+        turns: Iterable[tuple[str, str, dict[str, Any] | None]],
+    ) -> builtins.list[Message]:
+        """Replace the message ``message_id`` and every later one by ``turns`` (role,
+        content, veil), in one transaction: regenerate (the same question again) and edit
+        (another question in its place).  The replaced messages go from the file, the WAL
+        and the search index as a deleted conversation does.  KeyError when the
+        conversation or the message is not there."""
+        turns = list(turns)
+        for role, _content, _veil in turns:
+            self._check_role(role)
+        now = time.time()
+        with self._lock:
+            with db.transaction(self._db):
+                row = self._db.execute(
+                    "SELECT 1 FROM messages WHERE id = ? AND conversation_id = ?",
+                    (message_id, conv_id),
+                ).fetchone()
+                if row is None:
+                    raise KeyError(message_id)
+                self._db.execute(
+                    "DELETE FROM messages WHERE conversation_id = ? AND id >= ?",
+                    (conv_id, message_id),
+                )
+                message_search.purge(self._db)
+                kept = [self._insert(conv_id, *turn, now) for turn in turns]
+            with contextlib.suppress(sqlite3.Error):  # truncated at the next delete
+                db.forget_deleted(self._db)
+        return kept
+
+    @staticmethod
+    def _check_role(role: str) -> None:
+        if role not in ROLES:
+            raise InvalidParameterError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+
+    def _insert(
+        self, conv_id: str, role: str, content: str, veil: dict[str, Any] | None, now: float
+    ) -> Message:
+        """One message at the end of ``conv_id`` (in the caller's transaction and lock)."""
+        cursor = self._db.execute(
+            "INSERT INTO messages (conversation_id, role, content, veil, created) "
+            "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM conversations WHERE id = ?)",
+            (conv_id, role, content, json.dumps(veil) if veil else None, now, conv_id),
+        )
+        if cursor.rowcount == 0:
+            raise KeyError(conv_id)
+        self._db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conv_id))
+        return Message(
+            id=int(cursor.lastrowid or 0), role=role, content=content, created=now, veil=veil
+        )
+
     def append(
         self, conv_id: str, role: str, content: str, veil: dict[str, Any] | None = None
     ) -> Message:
-        if role not in ROLES:
-            raise InvalidParameterError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        self._check_role(role)
         now = time.time()
         with self._lock, db.transaction(self._db):
-            cursor = self._db.execute(
-                "INSERT INTO messages (conversation_id, role, content, veil, created) "
-                "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM conversations WHERE id = ?)",
-                (conv_id, role, content, json.dumps(veil) if veil else None, now, conv_id),
-            )
-            if cursor.rowcount == 0:
-                raise KeyError(conv_id)
-            self._db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conv_id))
+            message = self._insert(conv_id, role, content, veil, now)
             if role == "user":  # an untitled conversation is titled by its first question
                 self._db.execute(
                     "UPDATE conversations SET title = ? WHERE id = ? AND title = ? AND "
                     "(SELECT COUNT(*) FROM messages WHERE conversation_id = ?) = 1",
                     (title_from(content), conv_id, DEFAULT_TITLE, conv_id),
                 )
-        return Message(
-            id=int(cursor.lastrowid or 0), role=role, content=content, created=now, veil=veil
-        )
+        return message
 
     def forget_document(self, document_id: int) -> int:
         """Mark the deleted document's passages in every stored answer; how many changed."""
