@@ -192,6 +192,7 @@ def create_app(
         spec=settings.model,
         device=settings.device,
         dtype=settings.dtype,
+        backend=settings.backend,
         queue_size=settings.queue_size,
         queue_timeout_s=settings.queue_timeout_s,
         generation_timeout_s=settings.generation_timeout_s,

@@ -62,6 +62,7 @@ class ModelEngine:
     spec: str | None
     device: str = "auto"
     dtype: str = "auto"
+    backend: str = "auto"  # companion.models.pick_backend
     queue_size: int = 8
     queue_timeout_s: float = 60.0
     generation_timeout_s: float = 300.0
@@ -111,7 +112,9 @@ class ModelEngine:
             state.stage = text
 
         try:
-            loaded = load_causal_lm(spec, device=self.device, dtype=self.dtype, progress=progress)
+            loaded = load_causal_lm(
+                spec, device=self.device, dtype=self.dtype, progress=progress, backend=self.backend
+            )
         except BaseException as exc:
             state.state, state.finished = "failed", time.time()
             state.error = str(exc) or type(exc).__name__

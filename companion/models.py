@@ -226,6 +226,7 @@ class LoadedModel:
     source: str
     dtype: str = "float32"
     stops: tuple[str, ...] = ()  # stop strings the model's prompt format needs (base models)
+    backend: str = "torch"  # or "llama.cpp" (companion.llamacpp)
 
 
 def _file_fingerprint(path: Path) -> str:
@@ -368,19 +369,91 @@ def model_catalog(
 _LOCK = threading.Lock()
 
 
+BACKENDS = ("auto", "torch", "llama.cpp")
+
+
+def pick_backend(preference: str, gguf: str | None, device: str) -> str:
+    """``auto``: llama.cpp for a GGUF file on the CPU when its wheel is installed, else torch.
+
+    llama.cpp computes on the GGUF's quantized weights (a 1.5B Q4 model reads 1.1 GB per
+    token instead of the 6 GB of its float32 copy); transformers models, a GPU and the
+    inversion auditor (which reads hidden states) use torch.
+    """
+    from companion import llamacpp
+
+    if preference not in BACKENDS:
+        raise InvalidParameterError(
+            f"backend must be one of {', '.join(BACKENDS)}, got {preference!r}"
+        )
+    if preference == "torch":
+        return "torch"
+    usable = gguf is not None and device == "cpu" and llamacpp.available()
+    if preference == "llama.cpp" and not usable:
+        why = (
+            "it runs GGUF files only"
+            if gguf is None
+            else "it runs on the CPU only"
+            if device != "cpu"
+            else "the cyllama wheel is not installed (pip install cyllama)"
+        )
+        raise InvalidParameterError(f"the llama.cpp backend cannot load this model: {why}")
+    return "llama.cpp" if usable else "torch"
+
+
+def _gguf_tokenizer(folder: Path, gguf: str, identity: str, stage: Any) -> Any:
+    """The GGUF's tokenizer (transformers reads it from the file), saved once beside the models."""
+    from transformers import AutoTokenizer
+
+    saved = veil_home() / "models" / f"{Path(gguf).stem}-{identity}-tokenizer"
+    if (saved / "tokenizer_config.json").is_file():
+        stage("reading the saved tokenizer")
+        return AutoTokenizer.from_pretrained(saved)
+    stage(f"reading the tokenizer of {gguf} (first load only)")
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+    partial = saved.with_name(saved.name + ".partial")
+    tokenizer.save_pretrained(partial)
+    partial.replace(saved)
+    return tokenizer
+
+
+def _load_llamacpp(folder: Path, gguf: str, stage: Any) -> LoadedModel:
+    from companion import llamacpp
+
+    identity = _file_fingerprint(folder / gguf)
+    tokenizer = _gguf_tokenizer(folder, gguf, identity, stage)
+    stops = ensure_chat_template(tokenizer)
+    stage(f"opening {gguf} with llama.cpp")
+    eos = tokenizer.eos_token_id
+    model = llamacpp.load(folder / gguf, eos=[eos] if isinstance(eos, int) else ())
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        device="cpu",
+        identity=identity,
+        source=str(folder / gguf),
+        dtype=f"{model.description.split(' ', 2)[-1]} (llama.cpp, {model.threads} threads)",
+        stops=stops,
+        backend="llama.cpp",
+    )
+
+
 def load_causal_lm(
     spec: str | None = None,
     *,
     device: str = "auto",
     dtype: str = "float32",
     progress: Any = None,
+    backend: str = "torch",
 ) -> LoadedModel:
     """Load a causal LM for inference; GGUF files are dequantized once and cached (fp32).
 
     ``dtype`` is the compute precision: ``float32`` (the default: the auditor's
     proofs and the evaluations' figures are fp32), ``bfloat16``, or ``auto``
-    (bfloat16 where the hardware makes it fast — the chat default).  ``progress``,
-    when given, is called with a one-line description of each loading stage.
+    (bfloat16 where the hardware makes it fast — the chat default).  ``backend``
+    (:func:`pick_backend`) is ``torch`` (the default: the auditor needs hidden states),
+    ``llama.cpp`` or ``auto`` (the chat default: llama.cpp for a GGUF on the CPU; then
+    ``dtype`` does not apply: llama.cpp computes on the file's quantized weights).
+    ``progress``, when given, is called with a one-line description of each loading stage.
     """
     import torch
 
@@ -394,6 +467,10 @@ def load_causal_lm(
     stage("finding the model's files")
     folder, gguf = _resolve(spec)
     dev = pick_device(device)
+    if gguf is not None and pick_backend(backend, gguf, dev) == "llama.cpp":
+        return _load_llamacpp(folder, gguf, stage)
+    if backend == "llama.cpp":
+        pick_backend(backend, gguf, dev)  # raises: says why
     precision = pick_dtype(dtype, dev)
     with _LOCK:
         if gguf is None:

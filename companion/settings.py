@@ -56,6 +56,12 @@ class Settings(BaseSettings):
         description="compute precision of the chat model: auto (bfloat16 where the CPU or GPU "
         "makes it fast, else float32), float32 or bfloat16",
     )
+    backend: Literal["auto", "torch", "llama.cpp"] = Field(
+        default="auto",
+        description="what runs the chat model: auto (llama.cpp for a GGUF file on the CPU when "
+        "the cyllama wheel is installed, else torch), torch (transformers; dtype applies) or "
+        "llama.cpp (the GGUF's quantized weights; VEIL_THREADS sets its threads)",
+    )
     home: Path | None = None  # default: veil_home()
     store_path: Path | None = None  # default: <home>/rag.sqlite3
     token_path: Path | None = None  # default: <home>/token
@@ -199,6 +205,16 @@ class Settings(BaseSettings):
         default=512, ge=64, description="most memory (address space, MB) of a file's parser"
     )
     parse_workers: int = Field(default=2, ge=1, description="files read at the same time")
+    # One upload request (companion/api/documents.py); its bytes: max_upload_bytes.
+    max_upload_files: int = Field(
+        default=20, ge=1, description="most files in one upload request (413 past it)"
+    )
+    upload_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="most seconds one upload request may spend reading and storing all its "
+        "files together (413 past it, nothing of the request kept)",
+    )
     max_unpacked_bytes: int = Field(
         default=100 * 2**20,
         ge=2**20,

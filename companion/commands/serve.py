@@ -38,7 +38,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=DTYPES,
         help="compute precision: auto (default; bfloat16 where it is fast), float32, bfloat16",
     )
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument(
+        "--backend",
+        default=None,
+        choices=("auto", "torch", "llama.cpp"),
+        help="what runs the chat model: auto (default; llama.cpp for a GGUF on the CPU), "
+        "torch, llama.cpp",
+    )
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch, llama.cpp)")
     parser.add_argument(
         "--extension-id",
         action="append",
@@ -60,6 +67,7 @@ def _serve(args: argparse.Namespace) -> int:
             "model_paths": args.model_path,
             "device": args.device,
             "dtype": args.dtype,
+            "backend": args.backend,
             "extension_ids": args.extension_id,
         }.items()
         if v is not None
@@ -77,9 +85,12 @@ def _serve(args: argparse.Namespace) -> int:
     from companion.app import create_app  # the heavy imports come after the port check
 
     if args.threads:
+        import os
+
         import torch
 
         torch.set_num_threads(args.threads)
+        os.environ["VEIL_THREADS"] = str(args.threads)  # companion.llamacpp.default_threads
     app = create_app(settings)
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     print(f"Veil companion: http://{host}:{settings.port}/", flush=True)

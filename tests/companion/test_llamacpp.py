@@ -1,0 +1,170 @@
+"""The llama.cpp backend (companion/llamacpp.py) on the bundled SmolLM2 GGUF.
+
+What the defenses rely on is pinned here: the logits are the model's (they agree with
+the transformers copy of the same GGUF up to llama.cpp's activation quantization), each
+row of a batch is computed alone (bit for bit what the row gives on its own, whatever the
+other rows hold), a cache copy continues exactly like the original, and every registered
+defense runs on it with the same receipt as on torch.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from companion import llamacpp, models
+from companion.decoding.config import DefenseConfig
+from companion.decoding.generate import GenerationConfig, generate_text
+from companion.decoding.noise import SeededNoise
+from companion.decoding.registry import DEFENSES, get_defense
+from py_core.errors import InvalidParameterError
+
+pytestmark = pytest.mark.skipif(not llamacpp.available(), reason="cyllama is not installed")
+
+PROMPTS = [
+    "The capital of France is",
+    "def add(a, b):\n    return",
+    "Monday, Tuesday, Wednesday,",
+    "Water boils at 100 degrees",
+    "My name is Anna and I live in",
+]
+
+
+@pytest.fixture(scope="module")
+def both():
+    path = models.default_gguf_path()
+    plain = models.load_causal_lm(str(path), device="cpu", backend="torch")
+    fast = models.load_causal_lm(str(path), device="cpu", backend="llama.cpp")
+    return plain, fast
+
+
+def _last(lm, text: str) -> torch.Tensor:
+    ids = lm.tokenizer(text, return_tensors="pt").input_ids
+    with torch.inference_mode():
+        return lm.model(input_ids=ids, use_cache=True, logits_to_keep=1).logits[0, -1].float()
+
+
+def test_auto_picks_llamacpp_for_a_gguf_on_the_cpu(both):
+    plain, fast = both
+    assert plain.backend == "torch" and fast.backend == "llama.cpp"
+    assert isinstance(fast.model, llamacpp.LlamaCppLM)
+    assert models.pick_backend("auto", "x.gguf", "cpu") == "llama.cpp"
+    assert models.pick_backend("auto", None, "cpu") == "torch"  # a transformers folder
+    assert models.pick_backend("auto", "x.gguf", "cuda") == "torch"
+    with pytest.raises(InvalidParameterError, match="GGUF files only"):
+        models.pick_backend("llama.cpp", None, "cpu")
+    with pytest.raises(InvalidParameterError, match="backend must be one of"):
+        models.pick_backend("vllm", "x.gguf", "cpu")
+    assert "llama.cpp" in fast.dtype
+
+
+def test_logits_are_the_models(both):
+    plain, fast = both
+    agree = 0
+    for text in PROMPTS:
+        a, b = _last(plain, text), _last(fast, text)
+        assert a.shape == b.shape
+        corr = torch.corrcoef(torch.stack([a, b]))[0, 1]
+        assert corr > 0.99, (text, float(corr))
+        agree += int(a.argmax() == b.argmax())
+    assert agree >= len(PROMPTS) - 1
+
+
+def test_rows_are_computed_alone(both):
+    _, fast = both
+    tok = fast.tokenizer
+    rows = [tok(t).input_ids for t in PROMPTS[:3]]
+    width = max(len(r) for r in rows) + 2
+    ids = torch.zeros((3, width), dtype=torch.long)
+    mask = torch.zeros((3, width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r) :] = torch.tensor(r)
+        mask[i, width - len(r) :] = 1
+    batch = fast.model(input_ids=ids, attention_mask=mask, use_cache=True, logits_to_keep=1)
+    for i, r in enumerate(rows):
+        alone = fast.model(input_ids=torch.tensor([r]), use_cache=True, logits_to_keep=1)
+        assert torch.equal(batch.logits[i, -1], alone.logits[0, -1])
+    # Another row's content and length change nothing in row 0, also after a step.
+    other = tok(PROMPTS[4] + " a much longer row than before").input_ids
+    width2 = max(len(rows[0]), len(other))
+    ids2 = torch.zeros((2, width2), dtype=torch.long)
+    mask2 = torch.zeros((2, width2), dtype=torch.long)
+    for i, r in enumerate([rows[0], other]):
+        ids2[i, width2 - len(r) :] = torch.tensor(r)
+        mask2[i, width2 - len(r) :] = 1
+    batch2 = fast.model(input_ids=ids2, attention_mask=mask2, use_cache=True, logits_to_keep=1)
+    assert torch.equal(batch2.logits[0, -1], batch.logits[0, -1])
+    step = torch.full((3, 1), 13, dtype=torch.long)
+    one = fast.model(
+        input_ids=step,
+        attention_mask=torch.cat([mask, torch.ones((3, 1), dtype=torch.long)], 1),
+        cache=batch.cache,
+    )
+    step2 = fast.model(
+        input_ids=step[:2],
+        attention_mask=torch.cat([mask2, torch.ones((2, 1), dtype=torch.long)], 1),
+        cache=batch2.cache,
+    )
+    assert torch.equal(one.logits[0, -1], step2.logits[0, -1])
+
+
+def test_a_cache_copy_continues_exactly(both):
+    _, fast = both
+    ids = fast.tokenizer(PROMPTS[0], return_tensors="pt").input_ids
+    first = fast.model(input_ids=ids, use_cache=True, logits_to_keep=1)
+    twin = copy.deepcopy(first.cache)
+    token = torch.tensor([[int(first.logits[0, -1].argmax())]])
+    a = fast.model(input_ids=token, cache=first.cache).logits
+    b = fast.model(input_ids=token, cache=twin).logits
+    assert torch.equal(a, b)
+    assert first.cache.get_seq_length() == ids.shape[1] + 1
+
+
+def test_a_prompt_longer_than_the_model_reads_is_a_clear_error(both):
+    _, fast = both
+    limit = fast.model.n_ctx_train
+    with pytest.raises(InvalidParameterError, match="reads at most"):
+        fast.model._size_for(limit + 5)
+
+
+def _config(lm, name: str, *, seed: int) -> GenerationConfig:
+    context = "Note: Dr. Quispe's phone number is 555-0142. The clinic opens at 9."
+    question = "What is Dr. Quispe's phone number?"
+    private = lm.tokenizer(context + "\n" + question + "\nAnswer:").input_ids
+    public = lm.tokenizer(question + "\nAnswer:").input_ids
+    defense = get_defense(name)
+    extra = {}
+    if name in ("dp_vote", "dp_answer"):
+        extra = {
+            "documents": (("doc-a", context), ("doc-b", "The clinic opens at 9.")),
+            "prompt_for": lambda ctx: lm.tokenizer(ctx + "\n" + question + "\nAnswer:").input_ids,
+        }
+    return GenerationConfig(
+        prompt_ids=private if defense.private_pass else public,
+        public_prompt_ids=public,
+        defense=DefenseConfig(name=name),
+        generator=SeededNoise(seed),
+        context_text=context,
+        max_new_tokens=6,
+        ignore_eos=True,
+        **extra,
+    )
+
+
+@pytest.mark.parametrize("name", DEFENSES)
+def test_every_defense_runs_with_the_same_receipt(both, name):
+    plain, fast = both
+    got = {}
+    for lm in (plain, fast):
+        result = generate_text(lm.model, lm.tokenizer, _config(lm, name, seed=7))
+        assert result.receipt is not None
+        got[lm.backend] = result
+    a, b = got["torch"].receipt, got["llama.cpp"].receipt
+    # What the receipt states depends on the defense and the steps, not on the backend;
+    # with ignore_eos both ran the same number of steps.
+    if name not in ("copy_aware", "dp_vote", "dp_answer"):  # these depend on what was chosen
+        assert a == b
+    else:
+        assert a.mechanism == b.mechanism and a.formal == b.formal
