@@ -325,7 +325,11 @@ class SecurityMiddleware:
                 await _reject(send, 403, ErrorCode.GUEST_FORBIDDEN, guest_refusal(scope), cors)
                 return
         scope[PRINCIPAL] = principal
-        limit = self.max_upload_bytes if path.startswith(UPLOAD_PATHS) else self.max_body_bytes
+        upload = path.startswith(UPLOAD_PATHS)
+        limit = self.max_upload_bytes if upload else self.max_body_bytes
+        over = f"the limit of {limit} bytes ({'max_upload_bytes' if upload else 'max_body_bytes'})"
+        if path.startswith("/v1/documents"):
+            over += " for one upload, all its files together; upload them in several requests"
         declared = headers.get("content-length")
         if declared is not None:
             try:
@@ -344,7 +348,7 @@ class SecurityMiddleware:
                     send,
                     413,
                     ErrorCode.PAYLOAD_TOO_LARGE,
-                    f"request body of {size} bytes is over the limit of {limit} bytes",
+                    f"request body of {size} bytes is over {over}",
                     extra=cors,
                 )
                 return
@@ -363,7 +367,7 @@ class SecurityMiddleware:
                         send,
                         413,
                         ErrorCode.PAYLOAD_TOO_LARGE,
-                        f"request body is over the limit of {limit} bytes",
+                        f"request body is over {over}",
                         extra=cors,
                     )
                     return

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Path, Request, UploadFile
@@ -57,15 +59,39 @@ def _doc(info: Any) -> DocumentOut:
     )
 
 
-class _Watch:
-    """Whether the request's client is still there: asked on the event loop, and a flag
-    the ingest thread checks between batches of embeddings (before storing)."""
+class UploadBudgetError(Exception):
+    """The request's files took longer than ``upload_timeout_s`` to read and store."""
 
-    def __init__(self, request: Request) -> None:
+
+class _Watch:
+    """Whether the request's client is still there, and whether the request is within its
+    time (``upload_timeout_s``, for all its files together): asked on the event loop while
+    a file is read, and by the ingest thread between batches of embeddings (before
+    storing); past the time either raises :class:`UploadBudgetError`."""
+
+    def __init__(self, request: Request, budget_s: float) -> None:
         self.request = request
         self.gone = False
+        self.budget_s = budget_s
+        self.deadline = time.monotonic() + budget_s
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def _over(self) -> None:
+        if self.remaining() <= 0:
+            raise UploadBudgetError(
+                f"reading and storing this upload's files took longer than {self.budget_s:g} s "
+                "all together (upload_timeout_s); nothing of it was kept -- upload the files "
+                "in several requests, a few at a time"
+            )
 
     async def cancelled(self) -> bool:
+        """Whether the client left; past the request's time, UploadBudgetError."""
+        self._over()
+        return await self.left()
+
+    async def left(self) -> bool:
         if not self.gone and await self.request.is_disconnected():
             self.gone = True
         return self.gone
@@ -73,10 +99,12 @@ class _Watch:
     def check(self, _count: int = 0) -> None:
         if self.gone:
             raise ClientGoneError("the client left before the document was stored")
+        self._over()
 
     async def follow(self) -> None:
-        """Poll until cancelled (runs beside the ingest thread)."""
-        while not await self.cancelled():
+        """Poll until the client leaves (runs beside the ingest thread, which checks the
+        request's time itself)."""
+        while not await self.left():
             await asyncio.sleep(POLL_S)
 
 
@@ -115,10 +143,21 @@ async def upload_documents(
     """Read every file in a limited child process (:mod:`companion.rag.parse_worker`),
     then chunk, embed and store them.  A file past a reading limit (a decompression bomb,
     too much OCR, the parser's memory or time) gets 413 naming the limit; its text or
-    chunks past ``max_document_chars`` / ``max_document_chunks`` get 400.  When the client
-    leaves before the last file is stored, nothing this request created is kept."""
+    chunks past ``max_document_chars`` / ``max_document_chunks`` get 400.  One request
+    holds at most ``max_upload_files`` files, ``max_upload_bytes`` in all (the security
+    middleware) and ``upload_timeout_s`` of reading and storing them all (413 naming the
+    limit; nothing of the request is kept).  When the client leaves before the last file
+    is stored, nothing this request created is kept."""
     validate_collection_name(collection)
-    watch = _Watch(request)
+    if len(files) > settings.max_upload_files:
+        raise APIError(
+            413,
+            ErrorCode.PAYLOAD_TOO_LARGE,
+            f"this upload has {len(files)} files; at most {settings.max_upload_files} are read "
+            "in one request (max_upload_files) -- upload them in several requests",
+            "files",
+        )
+    watch = _Watch(request, settings.upload_timeout_s)
     limits = parse_limits(settings, rag.max_chars)
     slots = _slots(request, settings)
     read: list[tuple[str, bytes, ExtractedText]] = []
@@ -133,7 +172,15 @@ async def upload_documents(
                 )
             try:
                 async with slots.slot(watch.cancelled):
-                    extracted = await parse_document(name, data, limits, cancelled=watch.cancelled)
+                    # the file's own limit, or what is left of the request's time if less
+                    # (past that, watch.cancelled raises UploadBudgetError)
+                    timeout = min(limits.timeout_s, max(watch.remaining(), 0.0) + 1.0)
+                    extracted = await parse_document(
+                        name,
+                        data,
+                        dataclasses.replace(limits, timeout_s=timeout),
+                        cancelled=watch.cancelled,
+                    )
             except DocumentLimitError as exc:
                 raise APIError(413, ErrorCode.DOCUMENT_TOO_LARGE, str(exc), "files") from None
             except DocumentTooLargeError as exc:
@@ -156,8 +203,12 @@ async def upload_documents(
             if created:
                 created_ids.append(info.id)
             results.append(UploadResult(document=_doc(info), created=created))
-        if await watch.cancelled():
+        if await watch.left():
             raise ClientGoneError("the client left before the answer was sent")
+    except UploadBudgetError as exc:
+        for doc_id in created_ids:  # the person is told nothing was kept
+            await run_in_threadpool(rag.store.delete_document, doc_id)
+        raise APIError(413, ErrorCode.PAYLOAD_TOO_LARGE, str(exc), "files") from None
     except ClientGoneError:
         for doc_id in created_ids:  # the person was told it failed: keep none of it
             await run_in_threadpool(rag.store.delete_document, doc_id)
