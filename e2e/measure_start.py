@@ -30,8 +30,9 @@ from e2e.recorder import Recorder
 def core_status(browser: Browser, timeout: float = 180.0) -> dict:
     """The core's status once ready, read in the service worker.
 
-    (Not from an extension page, as the tests do: a page of the extension shares
-    the offscreen document's renderer, which a cold boot keeps busy for seconds.)
+    (Read in the service worker, not an extension page: before the core moved into
+    the offscreen page's module worker, a cold boot kept every extension page's main
+    thread busy for seconds.)
     """
     deadline = time.time() + timeout
     while time.time() < deadline:

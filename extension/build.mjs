@@ -22,6 +22,8 @@ import zlib from "node:zlib";
 
 import * as esbuild from "esbuild";
 
+import { compiledCore, compiledStdlib } from "./compile-stdlib.mjs";
+
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, "..");
 const TEST_SWITCHES = process.argv.includes("--test-switches");
@@ -183,10 +185,14 @@ async function build() {
     if (!fs.existsSync(src)) throw new Error(`${src} is missing: run \`npm ci\` at the repository root first`);
     fs.copyFileSync(src, path.join(OUT, "pyodide", file));
   }
+  // The standard library compiled to .pyc once (compile-stdlib.mjs): the core's cold start skips compiling it.
+  fs.copyFileSync(await compiledStdlib(PYODIDE_DIR, path.join(ROOT, "build", "cache")), path.join(OUT, "pyodide", "python_stdlib.zip"));
 
   const pyEntries = walk(PY_CORE).map((rel) => [`py_core/${rel.split(path.sep).join("/")}`, fs.readFileSync(path.join(PY_CORE, rel))]);
   if (!pyEntries.some(([name]) => name === "py_core/sanitize.py")) throw new Error("py_core/sanitize.py is missing");
   pyEntries.push(["veil_bridge.py", fs.readFileSync(path.join(HERE, "python", "veil_bridge.py"))]);
+  // ... with each module compiled by Pyodide's CPython (compile-stdlib.mjs), so the cold start imports without compiling.
+  pyEntries.push(...(await compiledCore(PYODIDE_DIR, path.join(ROOT, "build", "cache"), pyEntries)));
   fs.writeFileSync(path.join(OUT, "python", "veil_core.zip"), makeZip(pyEntries, { deflate: false }));
 
   const common = {
@@ -202,6 +208,7 @@ async function build() {
     entryPoints: {
       sw: path.join(HERE, "src", "sw.js"),
       offscreen: path.join(HERE, "src", "offscreen.js"),
+      "core-worker": path.join(HERE, "src", "core-worker.js"),
       popup: path.join(HERE, "src", "popup.js"),
       options: path.join(HERE, "src", "options.js"),
       sidepanel: path.join(HERE, "src", "sidepanel.js"),

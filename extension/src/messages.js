@@ -98,6 +98,8 @@ export const SCHEMA = Object.freeze({
       "snapshotProblem?": "why a snapshot did not restore",
       "phases?": "ms per boot phase",
       "error?": "why the core failed",
+      "worker?": "true: the core runs in the offscreen page's module worker (core-worker.js)",
+      "msSinceDocument?": "when ready: ms from the offscreen document's start",
     },
     reply: {},
   },

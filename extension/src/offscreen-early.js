@@ -1,18 +1,12 @@
-// Runs first in the offscreen document (a classic script, before the module
-// graph with Pyodide's 1.2 MB of JavaScript is loaded): starts reading the
-// memory snapshot from IndexedDB and the py_core bundle, so that I/O overlaps
-// the module loading. offscreen.js picks the promises up from __veilEarly.
+// Runs first in the offscreen document (a classic script): starts the core's
+// module worker (core-worker.js, which boots Pyodide off this page's main
+// thread) and tells it whether IndexedDB holds a memory snapshot of this build
+// -- the flag is in localStorage, which a worker cannot read. offscreen.js
+// picks the worker up from __veilEarly and relays core calls and status.
 
-import { BUILD_ID, SNAPSHOT_FLAG, snapshots } from "./snapshot-store.js";
+import { BUILD_ID, SNAPSHOT_FLAG } from "./snapshot-store.js";
 
-const early = { startedAt: performance.now() };
-early.zip = fetch("python/veil_core.zip").then((response) => {
-  if (!response.ok) throw new Error(`could not read python/veil_core.zip: HTTP ${response.status}`);
-  return response.arrayBuffer().then((buf) => new Uint8Array(buf));
-});
-early.zip.catch(() => {}); // handled where it is awaited
-if (localStorage.getItem(SNAPSHOT_FLAG) === BUILD_ID) {
-  early.snapshot = snapshots.get();
-  early.snapshot.catch(() => {});
-}
+const early = { startedAt: performance.timeOrigin + performance.now() };
+early.worker = new Worker("core-worker.js", { type: "module" });
+early.worker.postMessage({ type: "boot", hasSnapshot: localStorage.getItem(SNAPSHOT_FLAG) === BUILD_ID, startedAt: early.startedAt });
 globalThis.__veilEarly = early;

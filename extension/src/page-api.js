@@ -37,7 +37,7 @@ export function coreStatusText(status) {
   }
   if (status.state === "error") return `Privacy core failed: ${status.error}`;
   const how = status.fromSnapshot ? "from its snapshot" : "cold start";
-  return `Privacy core ready (${(status.ms / 1000).toFixed(2)} s, ${how})`;
+  return `Privacy core ready (${((status.msSinceDocument ?? status.ms) / 1000).toFixed(2)} s, ${how})`;
 }
 
 /** Debounce `fn` by `ms`. */

@@ -1,6 +1,6 @@
 // The memory snapshot of a booted core, kept in IndexedDB (sparse: zero pages dropped).
-// Shared by offscreen-early.js (which starts the read as the document parses)
-// and offscreen.js (which restores, makes and stores snapshots).
+// Used by core-worker.js (which restores, makes and stores snapshots); the flag
+// below is kept by the offscreen page (offscreen-early.js, offscreen.js).
 
 export const BUILD_ID = __VEIL_BUILD_ID__;
 export const DB_NAME = "veil-core";
