@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from fastapi.testclient import TestClient
 
@@ -17,6 +18,8 @@ from tests.companion.fakes import KeywordEmbedder
 
 BASE = "http://127.0.0.1:8765"
 MARKER = b"zqxvmarker7731"  # in the deleted document's text only
+NAME = "gout-notes-qzvnamekey5523.txt"  # the deleted document's file name
+NAME_MARKER = b"qzvnamekey5523"  # in its name only
 KEPT = b"Asthma: use the salbutamol inhaler for asthma, two puffs, asthma plan."
 DELETED = (
     b"Gout: the clinic noted " + MARKER + b" beside allopurinol 100 mg for gout, gout flares. "
@@ -47,7 +50,7 @@ def test_a_deleted_document_is_in_no_file_under_the_home(tiny_folder, tmp_path):
     with TestClient(app, base_url=BASE) as client:
         client.headers["Authorization"] = f"Bearer {app.state.token}"
         files = [
-            ("files", ("gout-notes.txt", DELETED, "text/plain")),
+            ("files", (NAME, DELETED, "text/plain")),
             ("files", ("asthma.txt", KEPT, "text/plain")),
         ]
         uploaded = client.post("/v1/documents", files=files, data={"collection": "med"})
@@ -68,11 +71,20 @@ def test_a_deleted_document_is_in_no_file_under_the_home(tiny_folder, tmp_path):
         assert cited and cited[0]["document_id"] == doc_id and MARKER.decode() in cited[0]["text"]
         before = occurrences(home)
         assert sum(before.values()) > 0 and any("conversations" in f for f in before), before
+        named = occurrences(home, NAME_MARKER)
+        assert any("rag.sqlite3" in f for f in named), named
+        spent = client.get("/v1/budget").json()["documents"]
+        spent_before = next(d["spent_rdp"] for d in spent if d["document_id"] == doc_id)
+        assert spent_before > 0  # the answer was charged to the document
 
         assert client.delete(f"/v1/documents/{doc_id}").json() == {"deleted": True, "id": doc_id}
         after = occurrences(home)
         print(f"marker occurrences under the home: before the delete {before}, after {after}")
         assert after == {}, f"before {before}, after {after}"
+        # its name too (the budget log kept it: issue 24, point 3's "name from logs")
+        named_after = occurrences(home, NAME_MARKER)
+        print(f"name occurrences under the home: before the delete {named}, after {named_after}")
+        assert named_after == {}, f"before {named}, after {named_after}"
 
         stored = client.get(f"/v1/conversations/{conv_id}").json()["messages"]
         citation = stored[1]["veil"]["citations"][0]
@@ -80,9 +92,9 @@ def test_a_deleted_document_is_in_no_file_under_the_home(tiny_folder, tmp_path):
         assert citation["document"] == "(deleted document)" and citation["n"] == 1
         assert stored[0]["content"] == "What helps gout?"  # the person's own words are kept
         names = [d["document"] for d in stored[1]["veil"]["budget"]["documents"]]
-        assert "gout-notes.txt" not in names
+        assert NAME not in names
         export = client.get(f"/v1/conversations/{conv_id}/export").text
-        assert "gout-notes.txt" not in export and "None" not in export
+        assert NAME not in export and "None" not in export
         # the other document and its passages are untouched
         hits = client.post("/v1/search", json={"query": "asthma", "collection": "med"}).json()
         assert hits["hits"][0]["document"] == "asthma.txt"
@@ -90,6 +102,7 @@ def test_a_deleted_document_is_in_no_file_under_the_home(tiny_folder, tmp_path):
         # a retry finds it gone (404) and still finishes with the conversations
         assert client.delete(f"/v1/documents/{doc_id}").status_code == 404
     assert occurrences(home) == {}  # after the shutdown's own writes too
+    assert occurrences(home, NAME_MARKER) == {}
 
 
 def test_deleting_a_collection_leaves_no_word_of_it(tmp_path):
@@ -112,6 +125,86 @@ def test_deleting_a_collection_leaves_no_word_of_it(tmp_path):
     assert store.lexical_ranking("kept", "salbutamol", 5)
     store.close()
     assert occurrences(tmp_path) == {}
+
+
+def _budget_store(path: Path):
+    from companion.rag.budget import DocumentBudget
+    from companion.rag.service import RagService
+
+    rag = RagService(DocumentStore(path, embedding_model="kw"), KeywordEmbedder())
+    return rag, DocumentBudget(rag.store, epsilon=200.0, delta=1e-6, threshold=0.5)
+
+
+def _charge(budget, rag, answer_id: str) -> None:
+    from companion.decoding.config import DefenseConfig
+
+    bounded = DefenseConfig.from_options("bounded", {"epsilon": 1.0})
+    budget.retrieve(
+        rag, "gout?", "med", 3, defense=bounded, max_tokens=16, is_guest=False, answer_id=answer_id
+    )
+
+
+def test_deleting_a_document_keeps_its_spend_but_not_its_name(tmp_path):
+    """The spend is keyed by the content (sha256): deleting the document and uploading the
+    same bytes again under another name finds it spent as before (no reset by deleting),
+    while the deleted name is in no file under the home and its log rows say deleted."""
+    path = tmp_path / "rag.sqlite3"
+    rag, budget = _budget_store(path)
+    first, _ = rag.ingest(NAME, DELETED, "med")
+    rag.ingest("asthma.txt", KEPT, "med")
+    _charge(budget, rag, "a1")
+    _charge(budget, rag, "a2")
+    spent = {r["document_id"]: r["spent_rdp"] for r in rag.store.budget_rows("med")}[first.id]
+    assert spent > 0
+    log = rag.store.budget_log(10, first.sha256)
+    assert [e["document"] for e in log] == [NAME, NAME]  # read from the live document
+    assert rag.store.delete_document(first.id)
+    assert occurrences(tmp_path, NAME_MARKER) == {}
+    log = rag.store.budget_log(10, first.sha256)
+    assert [(e["kind"], e["document"], e["document_deleted"]) for e in log] == [
+        ("charge", None, True),
+        ("charge", None, True),
+    ]
+    assert log[0]["spent_after"] == spent  # the accounting is as written
+    again, created = rag.ingest("renamed.txt", DELETED, "med")
+    assert created and again.id != first.id
+    rows = {r["document_id"]: r for r in rag.store.budget_rows("med")}
+    assert rows[again.id]["spent_rdp"] == spent and rows[again.id]["answers"] == 2
+    rag.store.close()
+    assert occurrences(tmp_path, NAME_MARKER) == {}
+
+
+def test_an_older_store_loses_the_names_in_its_budget_log(tmp_path):
+    """A store written before the log kept no names (schema 3: names in budget_log rows,
+    one of a document deleted since) opens with the names cleared from every file, its
+    spend and log rows otherwise as they were."""
+    import sqlite3
+
+    path = tmp_path / "rag.sqlite3"
+    rag, budget = _budget_store(path)
+    first, _ = rag.ingest(NAME, DELETED, "med")
+    _charge(budget, rag, "a1")
+    spent = rag.store.budget_rows("med")[0]["spent_rdp"]
+    rag.store.close()
+    conn = sqlite3.connect(path)  # the old code's rows: the name written in the log
+    conn.execute("DROP TRIGGER budget_log_no_update")
+    conn.execute("UPDATE budget_log SET document = ?, collection = 'med' WHERE kind = 'charge'",
+                 (NAME,))  # fmt: skip
+    conn.execute("DELETE FROM documents")  # deleted by the old code, its name left in the log
+    conn.execute("PRAGMA user_version = 3")
+    conn.commit()
+    conn.execute("VACUUM")
+    conn.close()
+    assert occurrences(tmp_path, NAME_MARKER) == {"rag.sqlite3": 1}
+    store = DocumentStore(path, embedding_model="kw")
+    assert occurrences(tmp_path, NAME_MARKER) == {}
+    (entry,) = [e for e in store.budget_log(10) if e["kind"] == "charge"]
+    assert entry["document_id"] == first.id and entry["spent_after"] == spent
+    assert entry["document"] is None and entry["document_deleted"] is True
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        store._conn.execute("UPDATE budget_log SET charge_rdp = 0")
+    store.close()
+    assert occurrences(tmp_path, NAME_MARKER) == {}
 
 
 def _saved_ids(path: Path) -> np.ndarray:

@@ -81,7 +81,10 @@ class DocumentStore:
         self._conn = db.connect(self.path)
         try:
             with self._lock:
+                version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
                 db.migrate(self._conn, MIGRATIONS, label=f"the store {self.path}")
+                if 0 < version < len(MIGRATIONS):
+                    self._truncate_wal()  # the old pages a migration rewrote (004: names)
                 self.lexical = LexicalIndex(self._conn, self._lock, self.fts_tokenizer)
                 self.lexical.ensure()
                 self._check_embedding_model()

@@ -4,6 +4,11 @@ A document's spend is keyed by its content (sha256), so it follows the same byte
 collections and survives deleting and re-adding them; every change to a spend is one row
 of ``budget_log``, written in the same transaction (``BEGIN IMMEDIATE``: all or nothing).
 :mod:`companion.rag.budget` decides what to charge; this module only keeps the books.
+
+The log keeps no names: a row names its document by id (and content hash), and reading
+the log gives the names of the documents that still exist, from their own rows.  So a
+deleted document's name leaves the store with the document (deleted means gone, issue
+24), while its spend stays with its content hash and its log rows stay as written.
 """
 
 from __future__ import annotations
@@ -53,18 +58,31 @@ class BudgetLedger:
         return [dict(r) for r in rows]
 
     def log(self, limit: int = 100, sha256: str | None = None) -> list[dict[str, Any]]:
-        """The newest ``limit`` rows of the budget log (of one document's content), newest first."""
+        """The newest ``limit`` rows of the budget log (of one document's content), newest
+        first; ``document`` and ``collection`` are the names of the row's document if it
+        still exists, else None (with ``document_deleted`` true)."""
+        query = (
+            "SELECT l.id, l.ts, l.kind, l.sha256, l.document_id, d.name AS document, "
+            "c.name AS collection, l.answer_id, l.charge_rdp, l.spent_before, l.spent_after, "
+            "l.detail, (l.document_id IS NOT NULL AND d.id IS NULL) AS document_deleted "
+            "FROM budget_log l LEFT JOIN documents d ON d.id = l.document_id "
+            "LEFT JOIN collections c ON c.id = d.collection_id"
+        )
         with self.lock:
             if sha256 is None:
-                rows = self.conn.execute(
-                    "SELECT * FROM budget_log ORDER BY id DESC LIMIT ?", (limit,)
-                ).fetchall()
+                rows = self.conn.execute(query + " ORDER BY l.id DESC LIMIT ?", (limit,)).fetchall()
             else:
                 rows = self.conn.execute(
-                    "SELECT * FROM budget_log WHERE sha256 = ? ORDER BY id DESC LIMIT ?",
-                    (sha256, limit),
+                    query + " WHERE l.sha256 = ? ORDER BY l.id DESC LIMIT ?", (sha256, limit)
                 ).fetchall()
-        return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
+        return [
+            {
+                **dict(r),
+                "document_deleted": bool(r["document_deleted"]),
+                "detail": json.loads(r["detail"]),
+            }
+            for r in rows
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +122,11 @@ class BudgetTransaction:
         return rows
 
     def log(self, kind: str, detail: dict[str, Any], **columns: Any) -> int:
+        """Append one row.  A ``document`` or ``collection`` name given is not written: the
+        row keeps the document's id, and :meth:`BudgetLedger.log` reads the names of the
+        documents that still exist (a deleted one's name is then in no file)."""
+        columns.pop("document", None)
+        columns.pop("collection", None)
         names = ["ts", "kind", "detail", *columns]
         values = [time.time(), kind, json.dumps(detail, sort_keys=True), *columns.values()]
         cur = self.conn.execute(

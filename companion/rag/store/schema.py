@@ -65,8 +65,8 @@ CREATE TABLE IF NOT EXISTS budget_log (
     kind TEXT NOT NULL CHECK (kind IN ('setup', 'charge', 'reset')),
     sha256 TEXT,
     document_id INTEGER,
-    document TEXT,
-    collection TEXT,
+    document TEXT,  -- unused since migration 004: names are read from documents
+    collection TEXT,  -- unused since migration 004
     answer_id TEXT,
     charge_rdp REAL,
     spent_before REAL,
@@ -138,8 +138,24 @@ def _chunk_pages(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE chunks ADD COLUMN {column} {kind}")
 
 
+def _log_names(conn: sqlite3.Connection) -> None:
+    """004: the budget log keeps no names (companion/rag/store/ledger.py): the names its
+    rows were written with are cleared -- the names of documents deleted before it too.
+
+    Only ``document`` and ``collection`` change (the accounting columns are as written);
+    the no-update trigger is lifted for this one statement, inside the migration's
+    transaction, and ``secure_delete`` zeroes the old rows' bytes."""
+    conn.execute("DROP TRIGGER IF EXISTS budget_log_no_update")
+    conn.execute(
+        "UPDATE budget_log SET document = NULL, collection = NULL "
+        "WHERE document IS NOT NULL OR collection IS NOT NULL"
+    )
+    run_script(conn, SCHEMA)  # the trigger again
+
+
 MIGRATIONS = (
     Migration(1, "tables", _tables),
     Migration(2, "autoincrement_ids", _autoincrement, foreign_keys_off=True),
     Migration(3, "chunk_pages", _chunk_pages),
+    Migration(4, "budget_log_names", _log_names),
 )
