@@ -291,6 +291,7 @@ async function refreshDocuments() {
   for (const doc of docs) {
     const li = document.createElement("li");
     li.textContent = `${doc.name} (${plural(doc.chunks, "chunk")})`;
+    li.dataset.docId = doc.id; // budget.js puts the document's budget meter here
     const del = document.createElement("button");
     del.textContent = "✕"; del.title = "Delete " + doc.name;
     del.onclick = async () => {
@@ -359,15 +360,20 @@ async function saveSettings() {
   } catch (_) { /* shown when the next answer fails */ }
 }
 
+// The list, or with words in the search box the conversations whose title or messages
+// have them all (the companion searches: GET /v1/conversations?q=), each with the words
+// where they were said.
 async function refreshConversations() {
   const list = $("conversation-list");
+  const query = $("conversation-search").value.trim();
   let conversations;
   try {
-    conversations = (await api("/v1/conversations")).data;
+    conversations = (await api("/v1/conversations" + (query ? "?q=" + encodeURIComponent(query) : ""))).data;
   } catch (err) {
     $("conversation-state").textContent = err.message;
     return;
   }
+  if (query !== $("conversation-search").value.trim()) return; // typed on: a newer search runs
   list.textContent = "";
   for (const c of conversations) {
     const li = document.createElement("li");
@@ -382,6 +388,7 @@ async function refreshConversations() {
     when.dateTime = new Date(c.updated * 1000).toISOString();
     when.textContent = formatWhen(c.updated);
     open.append(title, when);
+    if (c.match && c.match.snippet) open.append(snippetOf(c.match));
     open.title = `${c.title} — ${plural(c.messages, "message")}, last ${new Date(c.updated * 1000).toLocaleString()}`;
     open.onclick = () => openConversation(c.id);
     const rename = document.createElement("button");
@@ -409,11 +416,26 @@ async function refreshConversations() {
       await refreshConversations();
     };
     li.append(open, rename, exp, del);
-    li.dataset.title = c.title.toLowerCase();
     list.append(li);
   }
-  $("conversation-state").textContent = conversations.length ? "" : "No conversation yet: ask a question to start one.";
-  filterConversations();
+  const n = conversations.length;
+  $("conversation-state").textContent = query
+    ? (n ? `${plural(n, "conversation")} match.` : "No conversation matches.")
+    : (n ? "" : "No conversation yet: ask a question to start one.");
+}
+
+// A matched message's words around the match, the matched words marked (U+0002/U+0003
+// around them in the companion's snippet; the text itself is never parsed as HTML).
+function snippetOf(match) {
+  const line = document.createElement("span");
+  line.className = "conversation-snippet";
+  line.append(match.role === "assistant" ? "Answer: " : "You: ");
+  match.snippet.split("\u0002").forEach((part, i) => {
+    const [marked, rest] = i === 0 ? ["", part] : part.split("\u0003");
+    if (marked) { const m = document.createElement("mark"); m.textContent = marked; line.append(m); }
+    if (rest) line.append(rest);
+  });
+  return line;
 }
 
 // "14:05" today, "yesterday", "Mon", then "3 Dec" (and the year when it is not this one).
@@ -429,17 +451,10 @@ function formatWhen(seconds) {
   return d.toLocaleDateString([], { day: "numeric", month: "short", year });
 }
 
-function filterConversations() {
-  const words = $("conversation-search").value.toLowerCase().split(/\s+/).filter(Boolean);
-  let shown = 0;
-  for (const li of $("conversation-list").children) {
-    const hit = words.every((w) => li.dataset.title.includes(w));
-    li.hidden = !hit;
-    if (hit) shown++;
-  }
-  const all = $("conversation-list").children.length;
-  $("conversation-state").textContent = !all ? "No conversation yet: ask a question to start one."
-    : !words.length ? "" : shown ? `${plural(shown, "conversation")} of ${all} match.` : "No conversation matches.";
+let searchTimer = null;
+function searchConversations() { // as one types: one search a quarter second after the last key
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(refreshConversations, 250);
 }
 
 async function exportConversation(id) {
@@ -478,7 +493,7 @@ async function openConversation(id) {
   $("chat-title").textContent = conv.title;
   $("messages").textContent = "";
   for (const m of conv.messages) {
-    const div = addMessage(m.role, m.content);
+    const div = addMessage(m.role, m.content, m.id);
     if (m.role === "assistant") { if (m.veil) renderReceipt(div, m.veil); addActions(div); }
     if (m.role === "user") state.lastQuestion = m.content;
   }
@@ -498,10 +513,13 @@ async function openConversation(id) {
 
 // ------------------------------------------------------------------ messages
 
-function addMessage(role, text) {
+// A message; `id` is its id in the stored conversation (regenerate and edit name it).
+function addMessage(role, text, id) {
   const div = document.createElement("div");
   div.className = "msg " + role;
+  if (id) div.dataset.id = id;
   if (role === "assistant") setAnswer(div, text);
+  else if (role === "user") setQuestion(div, text);
   else div.textContent = text;
   $("messages").append(div);
   $("messages").scrollTop = $("messages").scrollHeight;
@@ -518,6 +536,48 @@ function setAnswer(div, text) {
   body.innerHTML = renderMarkdown(text); // escaped first, then only markdown.js's own tags
 }
 
+// A question, with Edit: change it and ask again from there (what followed is replaced).
+function setQuestion(div, text) {
+  div.dataset.raw = text;
+  div.textContent = "";
+  const body = document.createElement("span");
+  body.className = "question";
+  body.textContent = text;
+  const edit = document.createElement("button");
+  edit.type = "button"; edit.className = "edit"; edit.textContent = "✎ Edit";
+  edit.title = "Edit the question and ask again from here (the answers after it are replaced)";
+  edit.onclick = () => editQuestion(div);
+  const bar = document.createElement("div");
+  bar.className = "actions";
+  bar.append(edit);
+  div.append(body, bar);
+}
+
+function editQuestion(div) {
+  if (state.busy || div.querySelector("textarea")) return;
+  const box = document.createElement("textarea");
+  box.className = "edit-box"; box.rows = 3; box.value = div.dataset.raw || "";
+  const save = document.createElement("button");
+  save.type = "button"; save.className = "edit-send"; save.textContent = "Send";
+  const cancel = document.createElement("button");
+  cancel.type = "button"; cancel.className = "edit-cancel"; cancel.textContent = "Cancel";
+  const bar = document.createElement("div");
+  bar.className = "actions";
+  bar.append(save, cancel);
+  div.textContent = "";
+  div.append(box, bar);
+  box.focus();
+  cancel.onclick = () => setQuestion(div, div.dataset.raw || "");
+  save.onclick = () => {
+    const text = box.value.trim();
+    if (text && !state.busy) send(text, { replace: div });
+  };
+  box.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); save.click(); }
+    if (e.key === "Escape") { e.stopPropagation(); cancel.click(); }
+  });
+}
+
 function addActions(div) {
   const bar = document.createElement("div");
   bar.className = "actions";
@@ -531,7 +591,7 @@ function addActions(div) {
   };
   const again = document.createElement("button");
   again.type = "button"; again.className = "regenerate"; again.textContent = "↻ Regenerate";
-  again.title = "Ask the same question again";
+  again.title = "Ask the same question again (this answer is replaced)";
   again.onclick = () => regenerate();
   bar.append(copy, again);
   div.append(bar);
@@ -539,9 +599,30 @@ function addActions(div) {
 }
 
 function regenerate() {
-  if (state.busy || !state.lastQuestion) return;
-  $("prompt").value = state.lastQuestion;
-  $("ask").requestSubmit();
+  const questions = $("messages").querySelectorAll(".msg.user");
+  const last = questions[questions.length - 1];
+  if (state.busy || !last) return;
+  send(last.dataset.raw || "", { replace: last });
+}
+
+// Take `div` and every message after it off the page (regenerate, edit); the id of the
+// first of them the companion keeps (what replace_from names), or null.
+function removeFrom(div) {
+  let stored = null;
+  for (let node = div; node;) {
+    const next = node.nextElementSibling;
+    if (!stored && node.classList.contains("user") && node.dataset.id) stored = Number(node.dataset.id);
+    node.remove();
+    node = next;
+  }
+  return stored;
+}
+
+// A guest's conversation as the page keeps it: the questions and answers that completed
+// or were stopped (marked "kept"), in order.
+function pageHistory() {
+  return [...$("messages").querySelectorAll(".msg[data-kept]")]
+    .map((d) => ({ role: d.classList.contains("user") ? "user" : "assistant", content: d.dataset.raw || "" }));
 }
 
 // Which collection and passages the answer used, in one line above its citations.
@@ -677,17 +758,36 @@ function renderReceipt(div, veil, asked) {
 
 async function ask(event) {
   event.preventDefault();
-  const text = $("prompt").value.trim();
+  await send($("prompt").value.trim(), { fromPrompt: true });
+}
+
+// Ask `text`.  With `replace` (a question's div): in place of that question and everything
+// after it -- regenerate (the same text) and edit (another).  The companion replaces the
+// stored turns (replace_from) only once the new answer is complete.
+async function send(text, { fromPrompt = false, replace = null } = {}) {
   if (!text || state.busy || state.loadingModel) return;
   if (!state.guest && !validate()) return;
   state.busy = true;
   updateSend();
   if (!state.guest && !(await ensureConversation(text))) { state.busy = false; updateSend(); return; }
-  $("prompt").value = "";
+  if (fromPrompt) $("prompt").value = "";
+  const replaceFrom = replace ? removeFrom(replace) : null;
+  if (replace && state.guest) state.history = pageHistory();
   state.lastQuestion = text;
-  addMessage("user", text);
+  const question = addMessage("user", text);
   const div = addMessage("assistant", "");
   const body = state.guest ? guestBody(text) : ownerBody(text);
+  if (replaceFrom) body.replace_from = replaceFrom;
+  // budget.js: under a formal defense, show what the answer will charge and ask first
+  if (!state.guest && !(await confirmSpend(body, text))) { state.busy = false; updateSend(); return; }
+  const keep = () => { question.dataset.kept = "1"; div.dataset.kept = "1"; }; // a guest's history
+  const notKept = () => {
+    if (!replaceFrom) return;
+    const note = document.createElement("span");
+    note.className = "stopped-note";
+    note.textContent = "Not saved: the conversation keeps its earlier answer.";
+    div.append(note);
+  };
   state.abort = new AbortController();
   updateSend();
   let answer = "";
@@ -711,9 +811,15 @@ async function ask(event) {
       if (event.veil) {
         renderReceipt(div, event.veil, body.collection);
         if (state.guest) showGuest(event.veil.guest, event.veil.receipt);
+        document.dispatchEvent(new CustomEvent("veil:answer", { detail: { veil: event.veil, div } }));
+      }
+      if (event.conversation) { // the stored messages' ids: this question, this answer
+        const ids = event.conversation.message_ids;
+        question.dataset.id = ids[0];
+        div.dataset.id = ids[ids.length - 1];
       }
     });
-    if (state.guest) state.history.push({ role: "user", content: text }, { role: "assistant", content: answer });
+    if (state.guest) { state.history.push({ role: "user", content: text }, { role: "assistant", content: answer }); keep(); }
     addActions(div);
   } catch (err) {
     if (err.name === "AbortError") {
@@ -722,11 +828,13 @@ async function ask(event) {
       note.className = "stopped-note";
       note.textContent = "Stopped: the companion stopped generating this answer.";
       div.append(note);
-      if (state.guest) state.history.push({ role: "user", content: text }, { role: "assistant", content: answer });
+      notKept();
+      if (state.guest) { state.history.push({ role: "user", content: text }, { role: "assistant", content: answer }); keep(); }
       addActions(div);
     } else {
       div.className = "msg error";
       div.textContent = (answer ? answer + "\n\n" : "") + "Error: " + err.message;
+      notKept();
     }
   } finally {
     state.busy = false;
@@ -804,7 +912,7 @@ $("save-token").onclick = async () => {
   if (await checkToken()) await start();
 };
 $("stop").onclick = stop;
-$("conversation-search").oninput = filterConversations;
+$("conversation-search").oninput = searchConversations;
 $("guest-new").onclick = newConversation;
 function openSettings(open) {
   $("settings").hidden = !open;

@@ -122,15 +122,45 @@ def test_markdown_copy_regenerate_conversations_and_the_drawer(site):
     page.wait_for_selector(f"{answer} .copy:has-text('Copied')")
     assert page.evaluate("navigator.clipboard.readText()") == MARKDOWN
     _shot(page, "chat-markdown.png")
-    # regenerate asks the same question again
+    # regenerate asks the same question again, in place of the answer: one per question
     page.click(f"{answer} .regenerate")
-    page.wait_for_selector(".msg.assistant:nth-of-type(4) .receipt", timeout=60_000)
-    assert page.inner_text(".msg.assistant:nth-of-type(4) .answer") == "A second, different answer."
-    assert script.asked[-1] == script.asked[-2]
+    page.wait_for_selector(f"{answer} .answer:has-text('A second, different answer.')")
+    page.wait_for_selector(f"{answer} .receipt", timeout=60_000)
+    assert script.asked[-1] == script.asked[-2] == ANKLE
+    assert page.locator(".msg").count() == 2
     assert page.locator(".regenerate:visible").count() == 1  # only under the last answer
+    conv_id = page.evaluate("localStorage.getItem('veil-conversation')")
+    auth = {"Authorization": f"Bearer {app.state.token}"}
+    import httpx
+
+    stored = httpx.get(f"{url}/v1/conversations/{conv_id}", headers=auth).json()["messages"]
+    assert [(m["role"], m["content"]) for m in stored] == [
+        ("user", ANKLE),
+        ("assistant", "A second, different answer."),
+    ]
+    # edit: a follow-up, then the first question changed -- what followed it is replaced
+    script.answers = ["Rest it.", "Ice it for 20 minutes."]
+    _ask(page, "And how long should I rest?", 2)
+    assert page.locator(".msg").count() == 4
+    page.click(".msg.user:nth-of-type(1) .edit")
+    page.fill(".msg.user .edit-box", "Should I put ice on the sprained ankle?")
+    _shot(page, "chat-edit.png")
+    page.click(".msg.user .edit-send")
+    page.wait_for_selector(".msg.assistant .answer:has-text('Ice it for 20 minutes.')")
+    page.wait_for_selector(".msg.assistant .receipt", timeout=60_000)
+    assert page.locator(".msg").count() == 2
+    assert page.inner_text(".msg.user .question") == "Should I put ice on the sprained ankle?"
+    stored = httpx.get(f"{url}/v1/conversations/{conv_id}", headers=auth).json()["messages"]
+    assert [(m["role"], m["content"]) for m in stored] == [
+        ("user", "Should I put ice on the sprained ankle?"),
+        ("assistant", "Ice it for 20 minutes."),
+    ]
+    page.reload()  # the page shows what the companion kept
+    page.wait_for_selector(".msg.assistant .answer:has-text('Ice it for 20 minutes.')")
+    assert page.locator(".msg").count() == 2
     # conversations: titled from the first question, dated, searchable
     page.click("#new-conversation")
-    script.answers = ["Gout answer."]
+    script.answers = ["Gout answer: allopurinol lowers urate."]
     _ask(page, "Is allopurinol for gout?", 1)
     items = page.locator("#conversation-list li")
     assert items.count() == 2
@@ -145,14 +175,21 @@ def test_markdown_copy_regenerate_conversations_and_the_drawer(site):
     assert all(d.startswith(time.strftime("%Y-%m-%d", time.gmtime())[:4]) for d in dates)
     assert page.inner_text("#conversation-list li time").strip()
     page.fill("#conversation-search", "ankle")
-    assert page.locator("#conversation-list li:visible").count() == 1
-    assert "sprained" in page.inner_text("#conversation-list li:visible")
+    page.wait_for_selector("#conversation-state:has-text('1 conversation match')")
+    assert page.locator("#conversation-list li").count() == 1
+    assert "sprained" in page.inner_text("#conversation-list li")
+    # the messages' words too, not only the titles: "urate" is said in an answer only
+    page.fill("#conversation-search", "urate")
+    page.wait_for_selector("#conversation-list .conversation-snippet mark:has-text('urate')")
+    assert page.locator("#conversation-list li").count() == 1
+    assert page.inner_text("#conversation-list .conversation-snippet").startswith("Answer: ")
+    _shot(page, "conversations.png")
     page.fill("#conversation-search", "nothing like this")
     page.wait_for_selector("#conversation-state:has-text('No conversation matches')")
     page.fill("#conversation-search", "")
-    assert page.locator("#conversation-list li:visible").count() == 2
+    page.wait_for_selector("#conversation-list li:nth-child(2)")
+    assert page.locator("#conversation-list li").count() == 2
     assert page.inner_text("#conversation-state") == ""
-    _shot(page, "conversations.png")
 
 
 @pytest.mark.slow
@@ -255,6 +292,22 @@ def test_a_guest_key_gets_a_chat_only_page(site):
     assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user"]
     assert "collection" not in sent and "defense" not in sent and "conversation_id" not in sent
     assert float(page.get_attribute("#guest-state", "data-remaining")) < remaining
+    # regenerate and edit in a guest's page: the conversation the page keeps is replaced
+    # from that question on, and what is sent carries only what comes before it
+    page.click(".msg.assistant:nth-of-type(4) .regenerate")
+    page.wait_for_selector(".msg.assistant:nth-of-type(4) .receipt", timeout=60_000)
+    assert page.locator(".msg").count() == 4
+    assert [m["content"] for m in requests[-1]["messages"]] == [
+        "When does the clinic open?",
+        "The clinic opens at **nine**.",
+        "And on Sunday?",
+    ]
+    page.click(".msg.user:nth-of-type(1) .edit")
+    page.fill(".msg.user .edit-box", "When does the clinic close?")
+    page.click(".msg.user .edit-send")
+    page.wait_for_selector(".msg.assistant .receipt", timeout=60_000)
+    assert page.locator(".msg").count() == 2
+    assert [m["content"] for m in requests[-1]["messages"]] == ["When does the clinic close?"]
     # revoked: the page says so in one sentence
     assert httpx.delete(f"{url}/v1/keys/{made['guest_key']['id']}", headers=auth).is_success
     page.fill("#prompt", "Still there?")
