@@ -36,7 +36,7 @@ def test_every_store_opens_sqlite_the_same_way(tmp_path):
         for name, conn in connections.items():
             assert _settings(conn) == ("wal", 2, 1, 1), name
             assert conn.execute("PRAGMA user_version").fetchone()[0] >= 1, name
-    assert docs._conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 3
+    assert docs._conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 4
     for file in tmp_path.iterdir():
         assert stat.S_IMODE(file.stat().st_mode) == 0o600, file.name
     docs.close()
@@ -45,7 +45,7 @@ def test_every_store_opens_sqlite_the_same_way(tmp_path):
 
 
 def test_a_store_from_before_numbered_migrations_opens_unchanged(tmp_path):
-    """A store of today's shape at user_version 0 (every store written so far) gets version 3,
+    """A store of today's shape at user_version 0 (every store written so far) gets version 4,
     with its rows, and a second open changes nothing."""
     path = tmp_path / "rag.sqlite3"
     store = DocumentStore(path, embedding_model="t")
@@ -57,7 +57,7 @@ def test_a_store_from_before_numbered_migrations_opens_unchanged(tmp_path):
         conn.execute("PRAGMA user_version = 0")
         tables = conn.execute("SELECT name, sql FROM sqlite_master ORDER BY name").fetchall()
     again = DocumentStore(path, embedding_model="t")
-    assert again._conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert again._conn.execute("PRAGMA user_version").fetchone()[0] == 4
     assert [d.id for d in again.documents()] == [info.id]
     assert again.lexical_ranking("c", "alpha", 5)[0][0] > 0
     again.close()
