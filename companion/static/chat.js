@@ -291,6 +291,7 @@ async function refreshDocuments() {
   for (const doc of docs) {
     const li = document.createElement("li");
     li.textContent = `${doc.name} (${plural(doc.chunks, "chunk")})`;
+    li.dataset.docId = doc.id; // budget.js puts the document's budget meter here
     const del = document.createElement("button");
     del.textContent = "✕"; del.title = "Delete " + doc.name;
     del.onclick = async () => {
@@ -777,6 +778,8 @@ async function send(text, { fromPrompt = false, replace = null } = {}) {
   const div = addMessage("assistant", "");
   const body = state.guest ? guestBody(text) : ownerBody(text);
   if (replaceFrom) body.replace_from = replaceFrom;
+  // budget.js: under a formal defense, show what the answer will charge and ask first
+  if (!state.guest && !(await confirmSpend(body, text))) { state.busy = false; updateSend(); return; }
   const keep = () => { question.dataset.kept = "1"; div.dataset.kept = "1"; }; // a guest's history
   const notKept = () => {
     if (!replaceFrom) return;
