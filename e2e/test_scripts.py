@@ -48,13 +48,35 @@ def test_korean_prompt_arrives_as_other_hangul_syllables(browser: Browser, host:
             assert 0xAC00 <= ord(got) <= 0xD7A3, f"{got!r} is not a Hangul syllable"
     entries = wait_receipts(browser, SITE_ID[host])
     receipt = entries[-1]["receipt"]
-    assert receipt["alphabets"] == "scripts" and receipt["header_language"] == "ko"
+    assert receipt["alphabets"] == "fold" and receipt["header_language"] == "ko"
     assert {s["script"] for s in receipt["scripts"]} == {"hangul"}
     assert 0 < receipt["epsilon_total_composed"] <= receipt["epsilon_total_basic"]
 
 
+def test_french_prompt_leaves_without_its_accents_by_default(browser: Browser) -> None:
+    """The default (accents into ASCII): é leaves as e, then k-RR over ASCII; French header."""
+    sent = send(browser, "chatgpt.com", FRENCH)
+    body = body_after(sent, HEADERS["fr"])
+    assert len(body) == len(FRENCH) and body != FRENCH
+    assert FRENCH not in squash(sent)
+    for got, typed in zip(body, FRENCH, strict=True):
+        assert (got == " ") == (typed == " ")
+        assert typed == " " or got in krr.ALPHABET, repr(got)
+    receipt = wait_receipts(browser, "chatgpt")[-1]["receipt"]
+    assert receipt["alphabets"] == "fold" and receipt["latin_marks"] is False
+    assert receipt["accents_folded"] == sum(not c.isascii() for c in FRENCH)
+    assert receipt["header_language"] == "fr"
+
+
 def test_french_prompt_arrives_as_accented_latin_words(browser: Browser) -> None:
-    """A French prompt leaves as Latin letters with accents, French header, never as typed."""
+    """With "each script with its accents" chosen: Latin letters with accents, never as typed."""
+    popup = browser.popup("chatgpt.com")
+    before = popup.evaluate("() => document.body.dataset.saved || null")
+    popup.check("input[name=alphabets][value=scripts]")
+    wait_saved(popup, before)
+    popup.wait_for_selector("#explain[data-state=scripts]", timeout=30_000)
+    assert "no choice here closes that gap" in popup.inner_text("#explain")
+    popup.close()
     sent = send(browser, "chatgpt.com", FRENCH)
     body = body_after(sent, HEADERS["fr"])
     assert len(body) == len(FRENCH) and body != FRENCH
@@ -72,7 +94,9 @@ def test_everything_into_ascii_chosen_in_the_popup(browser: Browser) -> None:
     """The per-site option: the Korean prompt then leaves as printable ASCII."""
     popup = browser.popup("chatgpt.com")
     before = popup.evaluate("() => document.body.dataset.saved || null")
-    popup.check("#into-ascii")
+    popup.wait_for_selector("#explain[data-state=fold]", timeout=30_000)
+    assert "Accented Latin letters are sent as their plain letter" in popup.inner_text("#explain")
+    popup.check("input[name=alphabets][value=ascii]")
     wait_saved(popup, before)
     assert browser.storage()["settings"]["sites"]["chatgpt"]["alphabets"] == "ascii"
     # The explanation is computed by the core after the save; the newest answer must win.

@@ -23,6 +23,7 @@ EVALUATIONS: dict[str, str] = {
     "rootguard": "evals.rootguard",
     "krr": "evals.krr",
     "scripts": "evals.scripts",
+    "accents": "evals.accents",
     "pad": "evals.pad",
     "dprag": "evals.dprag",
     "rag": "evals.rag",

@@ -248,7 +248,7 @@ class SiteSettings:
     epsilon: float = EPSILON.default
     header: str | None = HEADER_DEFAULT  # see header_text
     rootguard: RootGuardSetup | None = None  # needed by the modes that run RootGuard
-    alphabets: str = DEFAULT_ALPHABETS  # "scripts" or "ascii" (py_core.alphabets)
+    alphabets: str = DEFAULT_ALPHABETS  # "fold", "scripts" or "ascii" (py_core.alphabets)
     header_language: str = DEFAULT_HEADER_LANGUAGE  # "auto" or one of py_core.language's
 
     def __post_init__(self) -> None:
@@ -335,6 +335,7 @@ RECEIPT_FIELDS = (
     "words_fresh",
     "chars_fresh",
     "epsilon_fresh_basic",
+    "accents_folded",
 )
 
 

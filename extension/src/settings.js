@@ -38,7 +38,7 @@ export const DEFAULT_SITE = Object.freeze({
   mode: DEFAULT_MODE,
   failOpen: false, // "send unprotected" when the core is unavailable
   header: null, // null: the global header
-  alphabets: DEFAULT_ALPHABETS, // "ascii": everything into ASCII (script hidden)
+  alphabets: DEFAULT_ALPHABETS, // "fold" (accents into ASCII), "scripts" or "ascii" (everything, script hidden)
   headerLanguage: DEFAULT_HEADER_LANGUAGE, // "auto": the prompt's language
 });
 

@@ -82,7 +82,7 @@ test("protect: the core's text is sent, the history keeps the original, the rece
     mode: "text",
     header: null,
     rootguard: null,
-    alphabets: "scripts",
+    alphabets: "fold", // the default: accents into ASCII (docs/accents/report.md)
     headerLanguage: "auto",
     // The word memo: no word stored yet, and the lifetime ledger is empty.
     memo: {},

@@ -34,8 +34,23 @@ def test_korean_prompt_stays_hangul_with_a_korean_header() -> None:
     for original, char in zip(text, sent, strict=True):
         assert alphabets.script_of(char) == alphabets.script_of(original)
     receipt = out["receipt"]
-    assert receipt["alphabets"] == "scripts" and receipt["header_language"] == "ko"
+    # The default is "fold" (accents into ASCII): Hangul is perturbed as in "scripts".
+    assert receipt["alphabets"] == "fold" and receipt["header_language"] == "ko"
     assert {s["script"] for s in receipt["scripts"]} == {"hangul"}
+
+
+def test_french_prompt_by_default_goes_without_its_accents() -> None:
+    """Default settings: accented letters leave as ASCII letters (fold), one slot each."""
+    text = "Hélène a été reçue à l'hôpital"
+    out = call("sanitize", text=text, epsilon=6, mode="text", header="")
+    assert out["text"] == out["perturbed"] and len(out["perturbed"]) == len(text)
+    assert all(c == " " or c in krr.ALPHABET for c in out["perturbed"]), out["perturbed"]
+    receipt = out["receipt"]
+    assert receipt["alphabets"] == "fold" and receipt["latin_marks"] is False
+    assert receipt["accents_folded"] == 7
+    assert receipt["epsilon_per_char"] == krr.implementation(6.0).epsilon
+    scripts = call("sanitize", text=text, epsilon=6, mode="text", header="", alphabets="scripts")
+    assert scripts["receipt"]["latin_marks"] is True
 
 
 def test_ascii_option_and_a_fixed_header_language() -> None:
