@@ -67,13 +67,14 @@ def goal_notes(results: Any) -> list[str]:
         sensitive = find_row(
             rows, language=language, mode="fold", letter_epsilon=6.0, group="sensitive"
         )
-        if not all(at.values()) or sensitive is None:
+        fold, ascii_, scripts = at["fold"], at["ascii"], at["scripts"]
+        if fold is None or ascii_ is None or scripts is None or sensitive is None:
             continue
         gap = 100 * (sensitive["restored_folded"] - sensitive["pr_t0"])
         notes.append(
-            f"{name} at ε 6 per letter: common words read as meant {100 * at['fold']['restored_folded']:.1f}% "
-            f"with accents into ASCII, {100 * at['ascii']['restored_folded']:.1f}% everything into ASCII, "
-            f"{100 * at['scripts']['restored_folded']:.1f}% per script (3 per slot) -> default {choice}; "
+            f"{name} at ε 6 per letter: common words read as meant {100 * fold['restored_folded']:.1f}% "
+            f"with accents into ASCII, {100 * ascii_['restored_folded']:.1f}% everything into ASCII, "
+            f"{100 * scripts['restored_folded']:.1f}% per script (3 per slot) -> default {choice}; "
             f"sensitive words {100 * sensitive['restored_folded']:.1f}% vs Pr[T0] "
             f"{100 * sensitive['pr_t0']:.1f}% ({gap:+.1f} points: "
             f"{'within' if abs(gap) <= 10 else 'NOT within'} 10)."

@@ -57,7 +57,8 @@ def sentences(language: str, root: Path = LOCALE_DIR) -> tuple[list[str], list[s
         except (OSError, UnicodeDecodeError, ValueError):
             continue
         catalogs.append(path.stem)
-        for value in catalog._catalog.values():
+        messages: dict[object, object] = getattr(catalog, "_catalog", {})  # the parsed messages
+        for value in messages.values():
             if not isinstance(value, str):
                 continue
             text = " ".join(value.replace("\u2019", "'").split())
