@@ -292,7 +292,7 @@ def launch_and_wait(
         "service_worker": sw_origin - started,
         "offscreen_document": float(status["documentStartedAt"]) - started,
         "core_ready": float(status["readyAt"]) - started,
-        "boot_in_document": float(status["ms"]),
+        "boot_in_document": float(status.get("msSinceDocument", status["ms"])),
         "phases": status.get("phases", {}),
         "snapshot": status.get("snapshot"),
     }
