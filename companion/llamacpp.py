@@ -54,16 +54,24 @@ def available() -> bool:
 
 
 def default_threads() -> int:
-    """``$VEIL_THREADS``, else the CPUs this process may run on."""
+    """``$VEIL_THREADS``, else half the CPUs this process may run on (at least one).
+
+    Half, not all: llama.cpp's threads wait for each other at every layer, so when
+    another program takes a core they stall.  On this 2-core machine with other work
+    running (load average 10), one decoding step of SmolLM2 took 0.12 s on one thread
+    and 2.1-4.2 s on two (whatever the thread pool's polling); an idle machine gains
+    less than 2x from the second thread.  ``veil serve --threads N`` sets it.
+    """
     value = os.environ.get("VEIL_THREADS", "").strip()
     if value:
         if not value.isdigit() or int(value) < 1:
             raise InvalidParameterError(f"VEIL_THREADS must be a whole number >= 1; got {value!r}")
         return int(value)
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+        cpus = os.cpu_count() or 1
+    return max(1, cpus // 2)
 
 
 def _module() -> Any:
@@ -132,7 +140,9 @@ class LlamaCppLM:
         self.n_vocab = int(self.vocab.n_vocab)
         self.n_ctx_train = int(self._model.n_ctx_train)
         self.threads = threads or default_threads()
-        self.description = str(self._model.desc)
+        self.description = str(self._model.desc)  # e.g. "qwen2 1.5B Q4_K - Medium"
+        # The GGUF's weight type ("Q4_K - Medium"): what /healthz reports as the dtype.
+        self.weight_type = self.description.split(" ", 2)[-1]
         eos_ids = sorted({int(t) for t in eos} | self._eog_ids())
         self.generation_config = SimpleNamespace(eos_token_id=eos_ids)
         self.config = SimpleNamespace(vocab_size=self.n_vocab, model_type="gguf")

@@ -431,7 +431,7 @@ def _load_llamacpp(folder: Path, gguf: str, stage: Any) -> LoadedModel:
         device="cpu",
         identity=identity,
         source=str(folder / gguf),
-        dtype=f"{model.description.split(' ', 2)[-1]} (llama.cpp, {model.threads} threads)",
+        dtype=model.weight_type,
         stops=stops,
         backend="llama.cpp",
     )

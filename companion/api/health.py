@@ -20,6 +20,7 @@ async def healthz(engine: EngineDep, rag: RagDep) -> Health:
         model_loaded=loaded is not None,
         device=loaded.device if loaded is not None else None,
         dtype=loaded.dtype if loaded is not None else None,
+        backend=loaded.backend if loaded is not None else None,
         documents=rag.store.document_count(),
         defenses=list(DEFENSES),
     )

@@ -104,29 +104,70 @@ def test_public_logits_are_bit_identical_whatever_the_context(tiny, dtype, devic
         assert torch.equal(first[0], other), (first[0] - other).abs().max()
 
 
+def _public_runs(model: Any, tokenizer: Any) -> list[list[torch.Tensor]]:
+    from companion.decoding.generate import _TwoPasses
+
+    runs = []
+    for context in CONTEXTS:
+        private, public = _prompts(tokenizer, context)
+        with torch.inference_mode():
+            passes = _TwoPasses(model, private, public, "cpu")
+            row = [passes.public_logits.clone()]
+            for token in (5, 17, 42, 9):
+                passes.step(token)
+                row.append(passes.public_logits.clone())
+        runs.append(row)
+    return runs
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_public_logits_stay_identical_along_the_same_answer(tiny, dtype):
     """Fed the same answer tokens, the public pass gives identical logits at every step."""
-    from companion.decoding.generate import _TwoPasses
-
     model, tokenizer = tiny
     model = model.to(dtype=dtype)
     try:
-        runs = []
-        for context in CONTEXTS:
-            private, public = _prompts(tokenizer, context)
-            with torch.inference_mode():
-                passes = _TwoPasses(model, private, public, "cpu")
-                row = [passes.public_logits.clone()]
-                for token in (5, 17, 42, 9):
-                    passes.step(token)
-                    row.append(passes.public_logits.clone())
-            runs.append(row)
+        runs = _public_runs(model, tokenizer)
     finally:
         model.to(dtype=torch.float32)
     for run in runs[1:]:
         for a, b in zip(runs[0], run, strict=True):
             assert torch.equal(a, b)
+
+
+@pytest.fixture(scope="module")
+def gguf() -> Any:
+    """The bundled GGUF on the llama.cpp backend (the chat default on a CPU)."""
+    from companion import llamacpp, models
+
+    if not llamacpp.available():
+        pytest.skip("cyllama is not installed")
+    lm = models.load_causal_lm(str(models.default_gguf_path()), device="cpu", backend="llama.cpp")
+    return lm.model, lm.tokenizer
+
+
+def test_public_logits_are_bit_identical_on_llamacpp(gguf):
+    """The same on llama.cpp, through the loop: pooled contexts reused by private passes of
+    other lengths give the public pass exactly the same logits, at every step."""
+    model, tokenizer = gguf
+    first = [_public_logits_seen(model, tokenizer, c, 1)[0] for c in CONTEXTS]
+    for other in first[1:]:
+        assert torch.equal(first[0], other), (first[0] - other).abs().max()
+    runs = _public_runs(model, tokenizer)
+    for run in runs[1:]:
+        for a, b in zip(runs[0], run, strict=True):
+            assert torch.equal(a, b)
+    # The check can fail: the private pass, which reads the context, does differ.
+    assert not torch.equal(
+        _private_first(model, tokenizer, CONTEXTS[0]), _private_first(model, tokenizer, CONTEXTS[3])
+    )
+
+
+def _private_first(model: Any, tokenizer: Any, context: str) -> torch.Tensor:
+    from companion.decoding.generate import _TwoPasses
+
+    private, public = _prompts(tokenizer, context)
+    with torch.inference_mode():
+        return _TwoPasses(model, private, public, "cpu").private_logits.clone()
 
 
 def _first_token_distribution(
