@@ -95,6 +95,7 @@ VEIL_FIELDS = (
     "retrieval_min_score",
     "defense",
     "defense_params",
+    "budget_confirm",
 )
 _VEIL_PREFIXES = ("veil", "retrieval", "defen", "collection", "conversation")
 
@@ -194,6 +195,14 @@ class ChatCompletionRequest(BaseModel):
     retrieval_min_score: MinScore = None
     defense: str = Field(DEFAULT_DEFENSE, description="one of " + ", ".join(DEFENSES))
     defense_params: dict[str, Any] = Field(default_factory=dict)
+    budget_confirm: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="the 'confirm' of POST /v1/budget/estimate for this request: the answer "
+        "charges the documents' lifetime budgets exactly what that estimate said, or it is a "
+        "409 and nothing is charged (the budgets changed in between); owner only",
+    )
 
     @field_validator("defense")
     @classmethod
@@ -353,7 +362,6 @@ class Health(BaseModel):
     model: str | None
     model_loaded: bool
     device: str | None
-    dtype: str | None = None  # compute precision (torch) or the GGUF's weight type (llama.cpp)
-    backend: str | None = None  # what runs the chat model: torch or llama.cpp
+    dtype: str | None = None  # compute precision of the loaded chat model
     documents: int
     defenses: list[str]

@@ -9,6 +9,7 @@ evaluations and benchmarks that choose the chunks themselves.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,8 +64,17 @@ class AnswerContext:
     document_keys: dict[Any, str] = field(default_factory=dict)
 
 
-def admit(plan: AnswerPlan, settings: Settings, rag: RagService) -> AnswerContext:
-    """Retrieve the context and charge its documents' lifetime budgets, before generation."""
+def admit(
+    plan: AnswerPlan,
+    settings: Settings,
+    rag: RagService,
+    *,
+    expect: Callable[[str], None] | None = None,
+) -> AnswerContext:
+    """Retrieve the context and charge its documents' lifetime budgets, before generation.
+
+    ``expect`` sees the formal admission's fingerprint before anything is charged and may
+    refuse it (:meth:`companion.rag.budget.DocumentBudget.retrieve`)."""
     from companion.conversations.query import retrieval_query
     from companion.rag.budget import DocumentBudget
     from companion.rag.retrieval import RetrievalOptions
@@ -82,6 +92,7 @@ def admit(plan: AnswerPlan, settings: Settings, rag: RagService) -> AnswerContex
         answer_id=plan.id,
         options=plan.retrieval or RetrievalOptions(),
         dry_run=plan.preview,
+        expect=expect,
     )
     hits = list(admission.hits)
     return AnswerContext(

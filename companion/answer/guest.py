@@ -62,6 +62,11 @@ def guest_request(
         )
     if body.seed is not None:
         raise _refuse("a guest key cannot fix the noise's seed", "seed")
+    if body.budget_confirm is not None:  # its 409 would tell whether the documents changed
+        raise _refuse(
+            "budget_confirm is the owner's (it confirms an estimate of the documents' budgets)",
+            "budget_confirm",
+        )
     return body.model_copy(
         update={
             "collection": key.collection,

@@ -14,6 +14,7 @@ generating or charging anything (the chat page asks before it spends).  Guests n
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from fastapi import APIRouter
@@ -80,7 +81,8 @@ async def estimate_budget(
     ``POST /v1/chat/completions`` (with the stored conversation's history, so a follow-up
     retrieves as it will), run as a dry run: the same candidates, the same per-document
     charge and the figures after it, nothing written.  While nothing else charges the
-    documents in between, the answer then charges exactly this.
+    documents in between, the answer then charges exactly this; sent with ``confirm`` as
+    its ``budget_confirm``, it charges exactly this or nothing (409).
     """
     from companion.answer import admit, plan_answer
     from companion.api.chat import _check_replace, _history
@@ -89,11 +91,16 @@ async def estimate_budget(
     history = await run_in_threadpool(_history, conversations, body, False)
     plan = await run_in_threadpool(plan_answer, settings, rag, body, history)
     dry = dataclasses.replace(plan, preview=True)  # admit's dry run: nothing written
-    context = await run_in_threadpool(admit, dry, settings, rag)
-    return estimate_of(plan, context.budget)
+    seen: list[str] = []  # the admission's fingerprint: the answer's budget_confirm
+    context = await run_in_threadpool(
+        functools.partial(admit, dry, settings, rag, expect=seen.append)
+    )
+    return estimate_of(plan, context.budget, seen[0] if seen else None)
 
 
-def estimate_of(plan: Any, budget: dict[str, Any] | None) -> dict[str, Any]:
+def estimate_of(
+    plan: Any, budget: dict[str, Any] | None, confirm: str | None = None
+) -> dict[str, Any]:
     """The estimate's body: whether the answer would charge, and each document's figures."""
     documents = [
         {
@@ -141,4 +148,6 @@ def estimate_of(plan: Any, budget: dict[str, Any] | None) -> dict[str, Any]:
         "excluded": (budget or {}).get("excluded", []),
         "budget": budget,
         "note": note,
+        # sent back as the chat request's budget_confirm: exactly these charges, or a 409
+        "confirm": confirm if charges else None,
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 import time
 from collections.abc import AsyncIterator
@@ -175,12 +176,34 @@ class _Answer:
 
 
 def _prepare(
-    settings: Settings, rag: RagService, engine: Engine, plan: AnswerPlan
+    settings: Settings,
+    rag: RagService,
+    engine: Engine,
+    plan: AnswerPlan,
+    confirm: str | None = None,
 ) -> AnswerContext:
-    """Retrieve and charge, then fit the context (in a worker thread)."""
-    context = admit(plan, settings, rag)
+    """Retrieve and charge, then fit the context (in a worker thread); with ``confirm``
+    (an estimate's), exactly that estimate's charges or a 409 with nothing charged."""
+    context = admit(plan, settings, rag, expect=None if confirm is None else _confirmed(confirm))
     fit(context, _lm(engine, plan.model).tokenizer, settings)
     return context
+
+
+def _confirmed(confirm: str) -> Any:
+    """The check of an owner's confirmed estimate, run inside the charge's transaction."""
+
+    def check(fingerprint: str) -> None:
+        if not hmac.compare_digest(fingerprint, confirm):
+            raise APIError(
+                409,
+                ErrorCode.STATE_CONFLICT,
+                "the documents' budgets changed since the estimate this request confirms "
+                "(another answer charged them, or documents were added, removed or reset): "
+                "nothing was charged; ask POST /v1/budget/estimate again",
+                "budget_confirm",
+            )
+
+    return check
 
 
 @router.post(
@@ -230,7 +253,9 @@ async def chat_completions(
     if not body.stream:
         async with engine.slot():
             _charge(plan, keys)
-            context = await run_in_threadpool(_prepare, settings, rag, engine, plan)
+            context = await run_in_threadpool(
+                _prepare, settings, rag, engine, plan, body.budget_confirm
+            )
             answer = _Answer(engine, plan, context)
             async for _ in engine.run_stream(answer.work):
                 pass
@@ -246,7 +271,7 @@ async def chat_completions(
     # inside the stream, so a client that never reads the stream cannot hold it.
     engine.check_queue()
     _charge(plan, keys)
-    context = await run_in_threadpool(_prepare, settings, rag, engine, plan)
+    context = await run_in_threadpool(_prepare, settings, rag, engine, plan, body.budget_confirm)
     return StreamingResponse(
         _sse(
             plan, engine, _Answer(engine, plan, context), model_id, conversations, body.replace_from

@@ -28,7 +28,10 @@ gets every document with a warning.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -326,11 +329,15 @@ class DocumentBudget:
         answer_id: str,
         options: RetrievalOptions | None = None,
         dry_run: bool = False,
+        expect: Callable[[str], None] | None = None,
     ) -> Admission:
         """The answer's context, with its documents charged in one transaction, before generation.
 
         ``dry_run``: the same admission and figures, nothing written (the owner's preview
         of what a guest would receive: the owner may read the documents anyway).
+        ``expect``: called, inside the transaction and before anything is written, with
+        the admission's :func:`admission_fingerprint` -- what it is about to charge; an
+        exception from it leaves every budget as it was (the owner's confirmed estimate).
 
         ``defense`` is a :class:`companion.decoding.config.DefenseConfig`; ``options``
         the retrieval mode and relevance threshold (companion/rag/retrieval.py; None:
@@ -352,6 +359,7 @@ class DocumentBudget:
             is_guest=is_guest,
             answer_id=answer_id,
             dry_run=dry_run,
+            expect=expect,
         )
         admission.retrieval = {
             "mode": options.mode,
@@ -380,6 +388,7 @@ class DocumentBudget:
         is_guest: bool,
         answer_id: str,
         dry_run: bool = False,
+        expect: Callable[[str], None] | None = None,
     ) -> Admission:
         charge = planned_charge(defense, max_tokens, self.filter)
         admission = Admission(
@@ -422,6 +431,8 @@ class DocumentBudget:
             admission.hits = top_documents(kept, k, keys)
             admission.document_keys = {d: keys[d] for d in {h.document_id for h in kept}}
             in_context = {h.document_id for h in admission.hits}
+            if expect is not None:  # may refuse the whole admission before any write
+                expect(admission_fingerprint(charge, docs, spent, admitted))
             for doc_id in sorted(admitted):
                 row = docs[doc_id]
                 admission.charged.append(
@@ -550,3 +561,23 @@ class DocumentBudget:
                 )
         wanted = set(document_ids)
         return [self.describe(r) for r in self.store.budget_rows() if r["document_id"] in wanted]
+
+
+def admission_fingerprint(
+    charge: float,
+    docs: dict[int, Any],
+    spent: dict[str, tuple[float, int]],
+    admitted: list[int],
+) -> str:
+    """What one formal admission charges, as a short digest: the charge, and every candidate
+    document (id, content hash, spend before, admitted or not).  Two admissions with the same
+    digest charge the same documents the same amounts from the same spends; an estimate's
+    digest (``POST /v1/budget/estimate``'s ``confirm``) sent back with the answer's request
+    makes the answer charge exactly what the owner was shown, or nothing (409).
+    """
+    rows = []
+    for doc_id in sorted(docs):
+        sha = str(docs[doc_id]["sha256"])
+        rows.append([doc_id, sha, repr(spent.get(sha, (0.0, 0))[0]), doc_id in admitted])
+    text = json.dumps([repr(float(charge)), rows], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]

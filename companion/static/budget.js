@@ -199,8 +199,10 @@ async function openLog() {
 
 // Called by chat.js before an owner's answer is sent, with the request's body: under a
 // formal defense that would charge documents, the cost is shown and the owner confirms.
-// True: send it. False: nothing was sent (nor charged), the page is as it was stored and
-// the question is back in the box.
+// True: send it, with the estimate's budget_confirm (the companion charges exactly what was
+// shown, or refuses with 409 and charges nothing if the budgets changed meanwhile).
+// False: nothing was sent (nor charged), the page is as it was stored and the question is
+// back in the box.
 async function confirmSpend(body, text) {
   budget.confirmed = null;
   if ($("chat-context").textContent.startsWith("Not sent")) showContext();
@@ -216,7 +218,12 @@ async function confirmSpend(body, text) {
     return false;
   }
   if (!estimate.charges) return true;
-  if (await askSpend(estimate)) { budget.confirmed = estimate; return true; }
+  if (await askSpend(estimate)) {
+    // the answer charges exactly what was shown, or is refused (409) with nothing charged
+    body.budget_confirm = estimate.confirm;
+    budget.confirmed = estimate;
+    return true;
+  }
   await notSent(text, "Not sent: nothing was charged.");
   return false;
 }

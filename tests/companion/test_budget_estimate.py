@@ -120,3 +120,54 @@ def test_bad_requests_are_clear_4xx_and_guests_are_refused(api):  # noqa: F811
         "/v1/budget/estimate", json=_body("gout?"), headers={"Authorization": f"Bearer {key}"}
     )
     assert guest.status_code == 403 and guest.json()["error"]["code"] == "guest_forbidden"
+
+
+# ------------------------------------------------- budget_confirm: exactly that, or nothing
+
+
+def _chat_status(client, body, **headers):
+    return client.post("/v1/chat/completions", json=body, headers=headers)
+
+
+def test_a_confirmed_estimate_is_charged_exactly_or_refused_with_nothing_charged(api):  # noqa: F811
+    small = {"defense_params": {"epsilon": 1.0}}  # many answers per document
+    estimate = _estimate(api, _body("gout?", **small))
+    assert len(estimate["confirm"]) == 32 and estimate["charges"]
+    ok = _chat_status(api, _body("gout?", budget_confirm=estimate["confirm"], **small))
+    assert ok.status_code == 200, ok.text
+    assert _charged(ok.json()["veil"]) == [
+        {k: d[k] for k in COMPARED} for d in estimate["documents"]
+    ]
+    # shown, then something else charges one of its documents: the old confirm is refused
+    stale = _estimate(api, _body("gout?", **small))
+    assert stale["confirm"] != estimate["confirm"]  # the spends moved on
+    assert _chat_status(api, _body("fever?", **small)).status_code == 200
+    before = _state(api)
+    for stream in (False, True):
+        refused = _chat_status(
+            api, _body("gout?", budget_confirm=stale["confirm"], stream=stream, **small)
+        )
+        assert refused.status_code == 409, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "state_conflict" and error["param"] == "budget_confirm"
+        assert "nothing was charged" in error["message"]
+        assert _state(api) == before  # no charge, no log row
+    made_up = _chat_status(api, _body("gout?", budget_confirm="0" * 32, **small))
+    assert made_up.status_code == 409 and _state(api) == before
+    # asked again, it goes through
+    fresh = _estimate(api, _body("gout?", **small))
+    assert _chat_status(api, _body("gout?", budget_confirm=fresh["confirm"], **small)).is_success
+
+
+def test_budget_confirm_is_the_owners_and_only_where_something_is_charged(api):  # noqa: F811
+    assert _estimate(api, _body("gout?", defense="none"))["confirm"] is None
+    assert _estimate(api, _body("cats?", collection=None))["confirm"] is None
+    made = api.post("/v1/keys", json={"collection": "med", "defense": "bounded"}).json()
+    guest = {"Authorization": f"Bearer {made['key']}"}
+    body = {"messages": [{"role": "user", "content": "gout?"}], "budget_confirm": "0" * 32}
+    refused = api.post("/v1/chat/completions", json=body, headers=guest)
+    assert refused.status_code == 403 and refused.json()["error"]["param"] == "budget_confirm"
+    preview = {"X-Veil-Preview-Guest": str(made["guest_key"]["id"])}
+    assert api.post("/v1/chat/completions", json=body, headers=preview).status_code == 403
+    typo = api.post("/v1/chat/completions", json=_body("gout?", budget_confrim="x"))
+    assert typo.status_code == 400 and "budget_confirm" in typo.json()["error"]["message"]

@@ -81,14 +81,31 @@ def test_meters_ask_before_spending_reset_with_a_reason_and_the_log(site):  # no
     assert _log(url, auth) == log_before
     assert page.input_value("#prompt") == "and gout?"
     assert page.locator(".msg.assistant").count() == 1  # the plain answer only
+    # accepted, but the budgets changed while the dialog was open: refused, nothing charged
+    page.click("#send")
+    page.wait_for_selector("#budget-confirm-dialog[open]")
+    other = {"collection": "med", "defense": "bounded", "defense_params": {"epsilon": 1}}
+    other |= {"messages": [{"role": "user", "content": "gout?"}], "max_tokens": 8}
+    charging = httpx.post(f"{url}/v1/chat/completions", headers=auth, json=other, timeout=60)
+    assert charging.is_success, charging.text
+    meanwhile = _budget(url, auth)
+    assert meanwhile["gout.txt"]["answers"] == 1
+    page.click("#budget-confirm-dialog .budget-spend")
+    refused = page.wait_for_selector(".msg.error:has-text('budgets changed since the estimate')")
+    assert "nothing was charged" in refused.inner_text()
+    assert _budget(url, auth) == meanwhile
     # accepted: charged exactly what the dialog said
     script.answers = ["Under bounded: colchicine."]
+    page.fill("#prompt", "and gout?")
     with page.expect_response(lambda r: r.url.endswith("/v1/budget/estimate")) as shown:
         page.click("#send")
     estimate = shown.value.json()
+    before = estimate["documents"][0]["spent_rdp_before"]  # spent after - charge: to rounding
+    assert before == pytest.approx(meanwhile["gout.txt"]["spent_rdp"], rel=1e-12)
     page.click("#budget-confirm-dialog .budget-spend")
-    page.wait_for_selector(".msg.assistant:nth-of-type(4) .receipt", timeout=60_000)
-    charged = page.wait_for_selector(".msg.assistant:nth-of-type(4) .budget-charged")
+    page.wait_for_selector(".msg.assistant:nth-of-type(6) .receipt", timeout=60_000)
+    assert completions[-1].post_data_json["budget_confirm"] == estimate["confirm"]
+    charged = page.wait_for_selector(".msg.assistant:nth-of-type(6) .budget-charged")
     assert "as-estimated" in (charged.get_attribute("class") or "")
     assert charged.inner_text().startswith("Charged as estimated: 1 document")
     after = _budget(url, auth)
@@ -97,11 +114,11 @@ def test_meters_ask_before_spending_reset_with_a_reason_and_the_log(site):  # no
     assert after["gout.txt"]["remaining_rdp"] == doc["remaining_rdp"]
     assert after["cats.txt"]["spent_rdp"] == 0
     assert [e["kind"] for e in _log(url, auth)][:1] == ["charge"]
-    # the meter follows the answer: bounded's default ε 8 of 10 spends gout.txt
+    # the meter follows the answer: bounded's ε 1 then its default ε 8 spend gout.txt
     page.click("#open-settings")
     page.wait_for_selector("#doc-list li:has-text('gout.txt') .budget-meter.spent")
     words = _meter(page, "gout.txt").inner_text()
-    assert "Budget spent (ε 8.00 of 10, 1 answer; 68.4% used)" in words, words
+    assert words.startswith("Budget spent (ε 8.") and "2 answers;" in words, words
     assert "Budget untouched" in _meter(page, "cats.txt").inner_text()
     page.locator("#doc-list").scroll_into_view_if_needed()
     _shot(page, "budget-meters.png")
