@@ -2,7 +2,8 @@
 # Set up everything Veil needs on a fresh Debian machine with Python >= 3.11 and
 # Node 20 (run as root, or with sudo available for apt).  Idempotent.
 #   scripts/setup.sh           Python venv (.venv), npm packages, the extension build
-#   scripts/setup.sh --test    ... plus Debian's Chromium for the end-to-end tests
+#   scripts/setup.sh --test    ... plus Debian's Chromium for the end-to-end tests and the
+#                              test-only virtual environments (.veil-cache/: mcp-sqlite, Open WebUI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,6 +56,23 @@ if [ "$with_browser" = 1 ] && [ ! -x .veil-cache/mcp-sqlite/bin/mcp-server-sqlit
   python3 -m venv --clear .veil-cache/mcp-sqlite
   .veil-cache/mcp-sqlite/bin/python -m pip install -q --disable-pip-version-check \
     "mcp-server-sqlite==2025.4.25" "mcp<2"
+fi
+
+owui=.veil-cache/open-webui
+owui_lock=$(sha256sum requirements/open-webui.txt | cut -d' ' -f1)
+if [ "$with_browser" = 1 ] && [ "$(cat "$owui/.veil-lock" 2>/dev/null)" != "$owui_lock" ]; then
+  # Open WebUI for the test of its default chat through the companion
+  # (tests/companion/test_open_webui.py), in its own virtual environment, every package
+  # pinned (requirements/open-webui.txt).  uv downloads and installs in parallel: ~30 s
+  # here (pip took 49 min); .veil-lock says the install finished, and from which lock.
+  echo "== installing Open WebUI into $owui (uv)"
+  python -m pip install -q "uv==0.13.9"
+  find_links=()
+  for dir in ${PIP_FIND_LINKS:-}; do find_links+=(--find-links "$dir"); done  # torch's CPU build
+  rm -rf "$owui"
+  uv venv -q --python "$(python3 -c 'import sys; print(sys.executable)')" "$owui"
+  uv pip install -q --python "$owui/bin/python" "${find_links[@]}" -r requirements/open-webui.txt
+  echo "$owui_lock" > "$owui/.veil-lock"
 fi
 
 if [ -f extension/build.mjs ]; then

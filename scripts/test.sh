@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh --test
 . .venv/bin/activate
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export VEIL_REQUIRE_OPEN_WEBUI=1  # set up above: tests/companion/test_open_webui.py must run
 
 start=$(date +%s)
 step() { echo; echo "== $* ($(( $(date +%s) - start )) s)"; }

@@ -1,11 +1,11 @@
 """Open WebUI 0.12.4's default chat against the companion, no setting changed (issue 25.1).
 
-Runs when Open WebUI is installed in its own virtual environment: ``$VEIL_OPEN_WEBUI_VENV``
-or ``.veil-cache/open-webui`` (``python3 -m venv .veil-cache/open-webui &&
-.veil-cache/open-webui/bin/pip install open-webui==0.12.4``). It is not installed by
-``scripts/setup.sh --test``: on this 2-core machine, shared and under load, the install
-took 49 minutes (2,935 s; 7.4 GB; issue 25 measured ~11 minutes on an idle one) -- next to
-CI's ~10 minutes that is too close to the 45-minute bound to add by default.
+Open WebUI lives in its own virtual environment, ``.veil-cache/open-webui`` (or
+``$VEIL_OPEN_WEBUI_VENV``), which ``scripts/setup.sh --test`` makes with uv from the pinned
+``requirements/open-webui.txt`` (29 s here with uv's download cache warm, 79 s with it
+empty; pip had taken 49 minutes).  ``scripts/test.sh``
+(CI) sets ``VEIL_REQUIRE_OPEN_WEBUI=1``: there a missing install fails these tests; only a
+local run without the test set-up skips them.
 
 Open WebUI is pointed at the companion only through its documented environment
 (OPENAI_API_BASE_URL, OPENAI_API_KEY; no login, no Ollama; nothing changed in its settings).
@@ -33,17 +33,31 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("VEIL_OPEN_WEBUI_VENV", ROOT / ".veil-cache" / "open-webui"))
 OPEN_WEBUI = VENV / "bin" / "open-webui"
 
-pytestmark = pytest.mark.skipif(
-    not OPEN_WEBUI.exists(),
-    reason=f"Open WebUI is not installed in {VENV} (see this module's docstring)",
-)
+
+@pytest.fixture(scope="module", autouse=True)
+def installed():
+    """Open WebUI is there; if not, a failure in CI (scripts/test.sh sets
+    VEIL_REQUIRE_OPEN_WEBUI=1 after the test set-up), a skip in a local run without it."""
+    if not OPEN_WEBUI.exists():
+        missing = f"Open WebUI is not installed in {VENV}: run scripts/setup.sh --test"
+        if os.environ.get("VEIL_REQUIRE_OPEN_WEBUI") == "1":
+            pytest.fail(missing)
+        pytest.skip(missing)
 
 
 SEEN: list[list[str]] = []  # per request the companion answered: the fields it ignored
 
 
-@pytest.fixture
-def companion(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def companion(tmp_path_factory):
+    """One companion (scripted answers, a tiny model) for the module: Open WebUI starts
+    once for both tests (its start is most of their time: 4-7 minutes on this 2-core
+    machine at a load of 10)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        yield from _companion(tmp_path_factory.mktemp("companion"), monkeypatch)
+
+
+def _companion(tmp_path, monkeypatch):
     import companion.api.chat as chat
     from companion.app import create_app
     from companion.settings import Settings
@@ -69,8 +83,9 @@ def companion(tmp_path, monkeypatch):
         yield url, app.state.token
 
 
-@pytest.fixture
-def open_webui(companion, tmp_path):
+@pytest.fixture(scope="module")
+def open_webui(companion, tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("open-webui")
     url, token = companion
     port = free_port()
     env = {
@@ -121,6 +136,7 @@ def open_webui(companion, tmp_path):
 
 
 def test_open_webui_default_chat_and_its_background_tasks(open_webui):
+    SEEN.clear()
     base = open_webui
     with httpx.Client(base_url=base, timeout=120) as http:
         # no login (WEBUI_AUTH=False): the first visitor is the admin, as in the page
@@ -169,6 +185,7 @@ def test_open_webui_page_default_chat_unchanged(open_webui):
         pytest.skip("chromium is not installed")
     from playwright.sync_api import sync_playwright
 
+    SEEN.clear()
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1280, "height": 800})
