@@ -81,6 +81,19 @@ def test_meters_ask_before_spending_reset_with_a_reason_and_the_log(site):  # no
     assert _log(url, auth) == log_before
     assert page.input_value("#prompt") == "and gout?"
     assert page.locator(".msg.assistant").count() == 1  # the plain answer only
+    # Regenerate asks too (estimated with replace_from); declined, the page is as stored
+    with page.expect_request(lambda r: r.url.endswith("/v1/budget/estimate")) as asked:
+        page.click(".msg.assistant .regenerate:visible")
+    assert asked.value.post_data_json["replace_from"] == 1
+    page.wait_for_selector("#budget-confirm-dialog[open]")
+    page.click("#budget-confirm-dialog .budget-cancel")
+    page.wait_for_selector("#chat-context:has-text('nothing was charged')")
+    assert not completions
+    texts = page.eval_on_selector_all("#messages .msg", "els => els.map(e => e.className)")
+    assert texts == ["msg user", "msg assistant md"], texts
+    assert page.inner_text(".msg.assistant .answer") == "Plainly: colchicine."
+    assert all(d["spent_rdp"] == 0 for d in _budget(url, auth).values())
+    page.fill("#prompt", "and gout?")
     # accepted, but the budgets changed while the dialog was open: refused, nothing charged
     page.click("#send")
     page.wait_for_selector("#budget-confirm-dialog[open]")
