@@ -94,7 +94,9 @@ def test_upload_a_pdf_ask_see_the_page_continue_and_reload(companion, tmp_path):
         # A reload finds the conversation open again, with its answers and citations.
         page.reload()
         page.wait_for_selector(".msg.assistant:nth-of-type(4) .receipt", timeout=30_000)
-        texts = page.eval_on_selector_all(".msg.user", "els => els.map(e => e.textContent)")
+        texts = page.eval_on_selector_all(
+            ".msg.user .question", "els => els.map(e => e.textContent)"
+        )
         assert texts == ["How much ibuprofen?", "And how often?"]
         assert "letter.pdf" in page.inner_text(".msg.assistant .citations")
         assert page.inner_text("#chat-title") == "How much ibuprofen?"
