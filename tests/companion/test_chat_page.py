@@ -63,6 +63,11 @@ def test_chat_page_uploads_asks_and_shows_the_receipt(tmp_path):
                 page.fill("#prompt", "What should I take for the ankle?")
                 page.click("#send")
                 box = f".msg.assistant:nth-of-type({2 * n}) .receipt"
+                # a formal defense that will charge the document asks first (budget.js)
+                asked = "#budget-confirm-dialog[open]"
+                page.wait_for_selector(f"{box}, {asked}", timeout=120_000)
+                if page.locator(asked).count():
+                    page.click(f"{asked} .budget-spend")
                 page.wait_for_selector(box, timeout=120_000)
                 text = page.inner_text(f"{box} .receipt-headline")
                 assert text.startswith(get_defense(name).label), text
