@@ -104,6 +104,23 @@ class LlamaCppCache:
         rows = [self.lm._copy_row(row) for row in self.rows]
         return LlamaCppCache(self.lm, rows)
 
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        """Each row repeated ``repeats`` times in place (a shared prefix computed once, then
+        continued per row), as transformers' caches do: the copies get the row's KV state
+        itself (llama.cpp's sequence state), not a recomputation."""
+        if repeats < 1:
+            raise InvalidParameterError(f"repeats must be >= 1; got {repeats!r}")
+        rows: list[_Row] = []
+        for row in self.rows:
+            rows.append(row)
+            state = row.ctx.get_state_seq_data(0) if repeats > 1 else b""
+            for _ in range(repeats - 1):
+                other = _Row(self.lm._acquire(row.size), row.size, row.n_past, list(row.tokens))
+                other.ctx.set_state_seq_data(state, 0)
+                weakref.finalize(self, self.lm._release, other.ctx, other.size)
+                rows.append(other)
+        self.rows = rows
+
     def get_seq_length(self) -> int:
         return max((row.n_past for row in self.rows), default=0)
 

@@ -122,6 +122,24 @@ def test_a_cache_copy_continues_exactly(both):
     assert first.cache.get_seq_length() == ids.shape[1] + 1
 
 
+def test_a_repeated_prefix_continues_like_a_full_pass_per_row(both):
+    _, fast = both
+    ids = fast.tokenizer(PROMPTS[4], return_tensors="pt").input_ids
+    head = fast.model(input_ids=ids[:, :4], use_cache=True, logits_to_keep=1)
+    cache = head.cache
+    cache.batch_repeat_interleave(3)
+    assert len(cache.rows) == 3
+    tails = torch.tensor([[11, 12], [13, 14], [15, 16]])
+    batch = fast.model(input_ids=tails, cache=cache, use_cache=True, logits_to_keep=1)
+    for i in range(3):
+        full = torch.cat([ids[:, :4], tails[i : i + 1]], 1)
+        alone = fast.model(input_ids=full, use_cache=True, logits_to_keep=1)
+        # The copies hold the prefix's own KV: the same as computing it per row, up to the
+        # chunking (one call of 6 tokens against 4 then 2).
+        assert int(batch.logits[i, -1].argmax()) == int(alone.logits[0, -1].argmax())
+        assert (batch.logits[i, -1] - alone.logits[0, -1]).abs().max() < 0.5
+
+
 def test_a_prompt_longer_than_the_model_reads_is_a_clear_error(both):
     _, fast = both
     limit = fast.model.n_ctx_train
