@@ -121,6 +121,15 @@ def _defense(settings: Settings, body: ChatCompletionRequest, is_guest: bool) ->
         raise APIError(400, ErrorCode.INVALID_REQUEST, str(exc), "defense_params") from exc
 
 
+def _top_k(settings: Settings, body: ChatCompletionRequest, defense: DefenseConfig) -> int:
+    """The documents the answer reads: the defense's own context size where it sets one
+    (dp_answer's groups need many), else the request's or the settings' top k."""
+    size = defense.defense.context_size
+    if size is not None:
+        return int(size(defense.params))
+    return body.retrieval_top_k or settings.retrieval_top_k
+
+
 def plan_answer(
     settings: Settings,
     rag: RagService,
@@ -170,7 +179,7 @@ def plan_answer(
         defense=defense,
         max_tokens=max_tokens,
         collection=_collection(settings, rag, body, is_guest),
-        top_k=body.retrieval_top_k or settings.retrieval_top_k,
+        top_k=_top_k(settings, body, defense),
         retrieval=request_options(settings, body),
         query_mode=body.retrieval_query or settings.followup_query,
         layout=settings.prompt_layout,

@@ -48,6 +48,9 @@ def generation_config(
             "context_text": pieces.context_text,
             "documents": own["documents"],
             "prompt_for": own["prompt_for"],
+            "question": next(
+                (m["content"] for m in reversed(plan.messages) if m["role"] == "user"), ""
+            ),
         }
     if plan.pad_context_to is not None:
         fields["pad_prefill_to"] = _padded_length(plan, tokenizer, plan.pad_context_to)

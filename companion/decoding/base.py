@@ -193,6 +193,7 @@ class BuildContext:
     model: Any = None
     documents: Sequence[tuple[str, str]] = ()
     prompt_for: Callable[[str], list[int]] | None = None
+    question: str = ""  # the last user message (dp_answer's groups are asked it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +246,13 @@ class Defense:
     # None: the calibrated events already cover it (a defense whose relation is any
     # change of the retrieved context).
     store_calibrated: Callable[[Any, int], list[GaussianEvent]] | None = None
+    # The top-k documents an answer reads, where the defense sets it (dp_answer: by epsilon);
+    # None: the request's or the settings' retrieval_top_k.
+    context_size: Callable[[Any], int] | None = None
+    # RDP added to each lifetime charge, at the filter's order, for a mechanism whose
+    # guarantee has a delta of its own (dp_answer's threshold): (config, charge, budget,
+    # order, delta) -> RDP; None: nothing added.
+    surcharge: Callable[[Any, float, float, float, float], float] | None = None
 
     def store_events(self, config: Any, max_tokens: int) -> list[GaussianEvent]:
         """The events of one answer for adding or removing one document of the store."""

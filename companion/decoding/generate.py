@@ -207,6 +207,7 @@ class GenerationConfig:
     prefill_chunk: int = PREFILL_CHUNK
     documents: Sequence[tuple[str, str]] = ()
     prompt_for: Callable[[str], list[int]] | None = None
+    question: str = ""  # the last user message (a defense that asks its groups: dp_answer)
     repetition_penalty: float = 1.0
     repetition_window: int = 64  # the last tokens the penalty looks at (Ollama's repeat_last_n)
     # A guest's formal answer: after the private prefill, as many more prompt tokens of
@@ -355,6 +356,7 @@ def _generate(
             model=model,
             documents=tuple(config.documents),
             prompt_for=config.prompt_for,
+            question=config.question,
         ),
     )
     pair: _TwoPasses | None = None

@@ -23,6 +23,7 @@ _MODULES: dict[str, str] = {
     "copy_aware": "companion.decoding.defenses.copy_aware",
     "bounded": "companion.decoding.defenses.bounded",
     "dp_vote": "companion.decoding.defenses.dp_vote",
+    "dp_answer": "companion.decoding.defenses.dp_answer",
     "pad": "companion.decoding.defenses.pad",
     "static": "companion.decoding.defenses.static",
     "none": "companion.decoding.defenses.none",

@@ -37,7 +37,12 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from companion.rag.retrieval import RetrievalOptions, named_chunks, retrieve
-from py_core.accounting import GaussianEvent, IndividualRdpFilter, filter_order
+from py_core.accounting import (
+    GaussianEvent,
+    IndividualRdpFilter,
+    SampledGaussianEvent,
+    filter_order,
+)
 from py_core.errors import InvalidParameterError
 
 if TYPE_CHECKING:
@@ -203,9 +208,12 @@ def planned_charge(defense: Any, max_tokens: int, flt: IndividualRdpFilter) -> f
         return None
     # adding or removing one document of the store: what its lifetime must pay for
     events = entry.store_events(defense.params, max_tokens)
-    if not events or not all(isinstance(e, GaussianEvent) for e in events):
+    if not events or not all(isinstance(e, GaussianEvent | SampledGaussianEvent) for e in events):
         return math.inf  # the figures shown (spent_epsilon) assume Gaussian charges
-    return flt.charge_of(events)
+    charge = flt.charge_of(events)
+    if entry.surcharge is not None:  # a delta of the mechanism's own, paid in RDP
+        charge += entry.surcharge(defense.params, charge, flt.budget, flt.order, flt.delta)
+    return charge
 
 
 @cache

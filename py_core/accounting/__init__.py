@@ -5,7 +5,7 @@ tests (that package is compiled and stays out of the Pyodide core):
 
 ==============================  ===========================================================
 ``dp_event``                    frozen events: :class:`GaussianEvent`, :class:`KRREvent`,
-                                :class:`PureDpEvent` (and their saved form)
+                                :class:`PureDpEvent`, :class:`SampledGaussianEvent` (saved form)
 ``privacy_accountant``          the interface :class:`Accountant`; :class:`BasicAccountant`
 ``rdp.conversions``             RDP of the Gaussian and of k-RR; :func:`rdp_to_dp` (Balle
                                 et al. 2020, Prop. 12 of arXiv:2004.00010) over a grid of
@@ -34,6 +34,7 @@ from py_core.accounting.dp_event import (
     GaussianEvent,
     KRREvent,
     PureDpEvent,
+    SampledGaussianEvent,
     event_from_dict,
     event_to_dict,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "LedgerEntry",
     "PureDpEvent",
     "RdpAccountant",
+    "SampledGaussianEvent",
     "StateError",
     "event_from_dict",
     "event_to_dict",
