@@ -2,6 +2,7 @@
 
     python bench/ingest_bench.py                          # this tree only
     python bench/ingest_bench.py --baseline-rev ef54117   # and the tree before, same run
+    python bench/ingest_bench.py --only audit --repeat 3 --nice -5  # docs/bench/ingest.md
 
 Each tree's companion runs as its own process the way ``veil serve`` runs it
 (``python -m tests.companion.hardening_server PORT HOME``: the real app, token, Host
@@ -26,7 +27,9 @@ process of its own asking every 50 ms).  Cases:
 * ``100 KB header``: the status (or ``closed``).
 
 Every request has a 240 s client timeout (``>240 s`` in the table).  Figures vary
-with the machine's load; the ratios between the two trees in one run are what count.
+with the machine's load; the ratios between the two trees in one run are what count
+(``--nice -5``, as root, keeps other work's load mostly out of them; ``--repeat``
+reports the median run).  Results: docs/bench/ingest.md.
 """
 
 from __future__ import annotations
