@@ -111,6 +111,10 @@ def _plots(results: dict[str, Any], out: Path) -> list[str]:
 
 
 def write_report(results: dict[str, Any], out: Path) -> Path:
+    if not results.get("rows") and results.get("lifetime"):  # --stages lifetime
+        from evals.dprag.lifetime_report import write
+
+        return write(results, out)
     meta = results["meta"]
     rows = results["rows"]
     sizes = meta["sizes"]
@@ -308,6 +312,10 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             "",
         ]
     lines += goals(results)
+    if results.get("lifetime"):
+        from evals.dprag.lifetime_report import section
+
+        lines += section(results, out)
     if meta.get("errors"):
         lines += ["## Stages that failed", "", *[f"- {e}" for e in meta["errors"]], ""]
     plots = _plots(results, out)

@@ -394,7 +394,7 @@ def filter_run(
     return rows
 
 
-STAGES = ("main", "membership", "filter")
+STAGES = ("main", "membership", "filter", "lifetime")
 
 
 def run_evaluation(
@@ -429,7 +429,7 @@ def run_evaluation(
     with tempfile.TemporaryDirectory() as tmp:
         rag = RagService(DocumentStore(Path(tmp) / "rag.sqlite3"), load_embedder("cpu"))
         t_ingest = time.time()
-        for note in corpus.notes:
+        for note in corpus.notes if set(stages) - {"lifetime"} else ():  # lifetime: its own
             rag.ingest(f"note-{note.id:04d}.txt", note.text.encode(), "clinic")
         ingest_seconds = time.time() - t_ingest
         cache: dict[str, tuple[list[Any], list[Any]]] = {}
@@ -529,6 +529,24 @@ def run_evaluation(
                     results["filter"] = [{**r, "model": name} for r in frows]
 
                 stage(f"{name}: filter run", filter_stage)
+            if mi == 0 and "lifetime" in stages:
+
+                def lifetime_stage(name: str = name, lm: Any = lm) -> None:
+                    from evals.dprag.lifetime import FULL as LFULL
+                    from evals.dprag.lifetime import SMOKE as LSMOKE
+                    from evals.dprag.lifetime import run_lifetime
+
+                    def save(part: dict[str, Any]) -> None:
+                        results["lifetime"] = {**part, "model": name}
+                        results["meta"] = meta()
+                        common.write_results(out, results)
+
+                    part = run_lifetime(
+                        lm, rag.embedder, LSMOKE if config.smoke else LFULL, save=save
+                    )
+                    results["lifetime"] = {**part, "model": name}
+
+                stage(f"{name}: lifetime run (dp_answer)", lifetime_stage)
             results["models"][name]["seconds"] = time.time() - t_model
             del lm, answerer
         rag.store.close()
