@@ -372,8 +372,20 @@ _LOCK = threading.Lock()
 BACKENDS = ("auto", "torch", "llama.cpp")
 
 
-def pick_backend(preference: str, gguf: str | None, device: str) -> str:
-    """``auto``: llama.cpp for a GGUF file on the CPU when its wheel is installed, else torch.
+# ``auto`` runs GGUF files of at least this many parameters on llama.cpp (the Qwen 0.5B and
+# 1.5B), smaller ones (the bundled SmolLM2, Gemma-3-270M) on torch.  Measured here
+# (bench/backend_bench.py, docs/answers/models.md): llama.cpp decodes 2-2.8x faster but its
+# prefill is 1.6-2.8x slower than torch's float32 GEMM, and a small model's float32 copy is
+# small (0.5 GB), so llama.cpp pays where the copy is large (1.3-3.6 GB, 4-11 GB while
+# dequantising) and answers are long.
+LLAMACPP_PARAMETERS = 400_000_000
+
+
+def pick_backend(
+    preference: str, gguf: str | None, device: str, parameters: int | None = None
+) -> str:
+    """``auto``: llama.cpp for a GGUF file of >= ``LLAMACPP_PARAMETERS`` on the CPU when its
+    wheel is installed, else torch.
 
     llama.cpp computes on the GGUF's quantized weights (a 1.5B Q4 model reads 1.1 GB per
     token instead of the 6 GB of its float32 copy); transformers models, a GPU and the
@@ -397,6 +409,8 @@ def pick_backend(preference: str, gguf: str | None, device: str) -> str:
             else "the cyllama wheel is not installed (pip install cyllama)"
         )
         raise InvalidParameterError(f"the llama.cpp backend cannot load this model: {why}")
+    if preference == "auto" and parameters is not None and parameters < LLAMACPP_PARAMETERS:
+        return "torch"
     return "llama.cpp" if usable else "torch"
 
 
@@ -467,7 +481,8 @@ def load_causal_lm(
     stage("finding the model's files")
     folder, gguf = _resolve(spec)
     dev = pick_device(device)
-    if gguf is not None and pick_backend(backend, gguf, dev) == "llama.cpp":
+    size = gguf_parameters(folder / gguf) if gguf is not None and backend == "auto" else None
+    if gguf is not None and pick_backend(backend, gguf, dev, size) == "llama.cpp":
         return _load_llamacpp(folder, gguf, stage)
     if backend == "llama.cpp":
         pick_backend(backend, gguf, dev)  # raises: says why

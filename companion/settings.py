@@ -58,8 +58,8 @@ class Settings(BaseSettings):
     )
     backend: Literal["auto", "torch", "llama.cpp"] = Field(
         default="auto",
-        description="what runs the chat model: auto (llama.cpp for a GGUF file on the CPU when "
-        "the cyllama wheel is installed, else torch), torch (transformers; dtype applies) or "
+        description="what runs the chat model: auto (llama.cpp for a GGUF file of >= 400 M "
+        "parameters on the CPU when the cyllama wheel is installed, else torch), torch (transformers; dtype applies) or "
         "llama.cpp (the GGUF's quantized weights; VEIL_THREADS sets its threads)",
     )
     home: Path | None = None  # default: veil_home()

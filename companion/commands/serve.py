@@ -42,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--backend",
         default=None,
         choices=("auto", "torch", "llama.cpp"),
-        help="what runs the chat model: auto (default; llama.cpp for a GGUF on the CPU), "
+        help="what runs the chat model: auto (default; llama.cpp for a GGUF of >= 400 M "
+        "parameters on the CPU), "
         "torch, llama.cpp",
     )
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch, llama.cpp)")

@@ -397,18 +397,13 @@ def test_compute_precision_is_chosen_and_checked(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_health_reports_the_chat_models_precision(client):
-    """auto: llama.cpp for the bundled GGUF on the CPU (its weight type), else torch in
-    bfloat16 where this machine makes it fast, else float32; /healthz says which."""
-    from companion import llamacpp
+    """auto: the bundled SmolLM2 (135 M, under companion.models.LLAMACPP_PARAMETERS) on
+    torch, in bfloat16 where this machine makes it fast, else float32; /healthz says which."""
     from companion.models import bf16_supported
 
     body = client.get("/healthz").json()
     assert body["model_loaded"]
     model = client.app.state.engine.loaded.model
-    if body["device"] == "cpu" and llamacpp.available():
-        assert body["backend"] == "llama.cpp"
-        assert body["dtype"] == model.weight_type == "Q4_1"  # the bundled SmolLM2 file
-        return
     assert body["backend"] == "torch"
     assert body["dtype"] == ("bfloat16" if bf16_supported(body["device"]) else "float32")
     param = next(model.parameters())

@@ -46,11 +46,16 @@ def _last(lm, text: str) -> torch.Tensor:
         return lm.model(input_ids=ids, use_cache=True, logits_to_keep=1).logits[0, -1].float()
 
 
-def test_auto_picks_llamacpp_for_a_gguf_on_the_cpu(both):
+def test_auto_picks_llamacpp_for_a_large_gguf_on_the_cpu(both):
     plain, fast = both
     assert plain.backend == "torch" and fast.backend == "llama.cpp"
     assert isinstance(fast.model, llamacpp.LlamaCppLM)
     assert models.pick_backend("auto", "x.gguf", "cpu") == "llama.cpp"
+    big, small = models.LLAMACPP_PARAMETERS, models.LLAMACPP_PARAMETERS - 1
+    assert models.pick_backend("auto", "x.gguf", "cpu", big) == "llama.cpp"
+    assert models.pick_backend("auto", "x.gguf", "cpu", small) == "torch"
+    assert models.pick_backend("llama.cpp", "x.gguf", "cpu", small) == "llama.cpp"
+    assert models.gguf_parameters(models.default_gguf_path()) < big  # SmolLM2: torch on auto
     assert models.pick_backend("auto", None, "cpu") == "torch"  # a transformers folder
     assert models.pick_backend("auto", "x.gguf", "cuda") == "torch"
     with pytest.raises(InvalidParameterError, match="GGUF files only"):
