@@ -46,7 +46,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start(home: Path, port: int, threads: int | None) -> subprocess.Popen[bytes]:
+def start(
+    home: Path, port: int, threads: int | None, backend: str | None = None
+) -> subprocess.Popen[bytes]:
     models = Path(os.environ.get("VEIL_HOME") or Path.home() / ".veil") / "models"
     home.mkdir(parents=True, exist_ok=True)
     if models.is_dir():
@@ -56,6 +58,8 @@ def start(home: Path, port: int, threads: int | None) -> subprocess.Popen[bytes]
     command = [sys.executable, "-m", "companion", "serve", "--port", str(port)]
     if threads:
         command += ["--threads", str(threads)]
+    if backend:
+        command += ["--backend", backend]
     log = (home / "server.log").open("wb")
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
@@ -107,14 +111,15 @@ def stream(
         seen.set()
 
 
-def one_run(case: str, threads: int | None) -> dict:
+def one_run(case: str, threads: int | None, backend: str | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        proc = start(home, port, threads)
+        proc = start(home, port, threads, backend)
         try:
             wait_ready(base, proc)
+            used = httpx.get(f"{base}/healthz", timeout=5).json().get("backend")
             token = (home / "token").read_text().strip()
             results: list[dict] = []
             threads_: list[threading.Thread] = []
@@ -147,6 +152,7 @@ def one_run(case: str, threads: int | None) -> dict:
                 keepalive.close()
             return {
                 "case": case,
+                "backend": used,
                 "exit_s": round(took, 2),
                 "code": code,
                 "streams": [r.get("end", "still open") for r in results],
@@ -161,11 +167,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="veil serve --threads")
+    parser.add_argument("--backend", default=None, help="veil serve --backend (torch, llama.cpp)")
     args = parser.parse_args()
     figures: dict[str, list[float]] = {"idle": [], "starting": [], "streaming": []}
     for _ in range(args.runs):
         for case in figures:
-            run = one_run(case, args.threads)
+            run = one_run(case, args.threads, args.backend)
             figures[case].append(run["exit_s"])
             print(json.dumps(run), flush=True)
     for case, values in figures.items():
