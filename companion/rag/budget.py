@@ -72,6 +72,9 @@ class DocumentCharge:
     remaining_fraction: float
     answers: int
     in_context: bool  # among the top-k chunks (every candidate is charged)
+    # How many more answers like this one the document can pay for, and that in words.
+    answers_left: int = 0
+    remaining_words: str = ""
 
 
 @dataclass(slots=True)
@@ -130,7 +133,8 @@ class Admission:
         if is_guest:
             return (
                 f"This answer (ε {self.answer_epsilon:.3g} calibrated) charged every document it "
-                f"may depend on {share}; a document whose budget is spent is no longer used."
+                f"may depend on {share}; a document whose budget is spent is no longer used. "
+                + self.lifetime_words()
             )
         text = (
             f"This answer (ε {self.answer_epsilon:.3g} calibrated) charged each of the "
@@ -143,6 +147,21 @@ class Admission:
                 "not retrieved."
             )
         return text
+
+    def lifetime_words(self) -> str:
+        """A guest's budget in words: public (the budget and this answer's charge only).
+
+        How much a document has left depends on which earlier questions it was relevant
+        to -- on its content -- so a guest is told what a document can pay for in its whole
+        lifetime, not what it has left (the owner sees that, per document)."""
+        if self.charge_rdp is None or not math.isfinite(self.charge_rdp) or self.charge_rdp <= 0:
+            return ""
+        n = int(self.filter["budget_rdp"] // self.charge_rdp)
+        return (
+            f"Each document can take part in {answers_in_words(n, lifetime=True)} like this "
+            "one in its lifetime; a repeated or reworded question already answered costs "
+            "nothing."
+        )
 
     def to_dict(self, *, is_guest: bool) -> dict[str, Any]:
         finite = self.charge_rdp is not None and math.isfinite(self.charge_rdp)
@@ -170,6 +189,21 @@ class Admission:
             "exhausted_in_context": self.exhausted_in_context,
             "note": self.note(),
         }
+
+
+def answers_in_words(n: int, *, lifetime: bool = False) -> str:
+    """ "about 3 more answers on this topic" (or, for a whole lifetime, "about 3 answers")."""
+    more = "" if lifetime else " more"
+    topic = "" if lifetime else " on this topic"
+    if n <= 0:
+        return (
+            "no answers"
+            if lifetime
+            else "no more answers: its budget for answers like this is spent"
+        )
+    if n == 1:
+        return f"1{more} answer{topic}"
+    return f"about {n}{more} answers{topic}"
 
 
 def top_documents(candidates: list[Hit], k: int, keys: dict[int, str]) -> list[Hit]:
@@ -493,6 +527,7 @@ class DocumentBudget:
                 charge_rdp=charge,
             )
         spent[sha] = (after, answers + 1)
+        left = int(self.filter.remaining(after) // charge) if charge > 0 else 0
         return DocumentCharge(
             document_id=int(row["id"]),
             document=row["name"],
@@ -505,6 +540,8 @@ class DocumentBudget:
             remaining_fraction=self._fraction(self.filter.remaining(after)),
             answers=answers + 1,
             in_context=in_context,
+            answers_left=left,
+            remaining_words=answers_in_words(left),
         )
 
     def _unguaranteed(

@@ -225,3 +225,25 @@ def test_the_plan_reads_the_defenses_context_size() -> None:
     config = DefenseConfig("dp_answer", da.DpAnswerConfig(epsilon=5.0))
     assert _top_k(settings, body, config) == da.calibrate(config.params).top_k  # type: ignore[arg-type]
     assert _top_k(settings, body, DefenseConfig.from_options("dp_vote")) == 3  # type: ignore[arg-type]
+
+
+def test_the_budget_in_words_for_the_owner_and_a_guest() -> None:
+    from companion.rag.budget import Admission, answers_in_words, planned_charge
+
+    assert answers_in_words(3) == "about 3 more answers on this topic"
+    assert answers_in_words(1) == "1 more answer on this topic"
+    assert "spent" in answers_in_words(0)
+    flt = IndividualRdpFilter(10.0, 1e-6)
+    config = DefenseConfig("dp_answer", da.DpAnswerConfig(epsilon=3.0))
+    charge = planned_charge(config, 16, flt)
+    assert charge is not None
+    admission = Admission(
+        hits=[],
+        defense="dp_answer",
+        formal=True,
+        filter={"epsilon": 10.0, "delta": 1e-6, "order": flt.order, "budget_rdp": flt.budget},
+        charge_rdp=charge,
+        answer_epsilon=1.0,
+    )
+    # public: the budget and this answer's charge only (8 answers at epsilon 3)
+    assert "about 8 answers like this one in its lifetime" in admission.note(is_guest=True)
