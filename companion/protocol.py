@@ -362,6 +362,7 @@ class Health(BaseModel):
     model: str | None
     model_loaded: bool
     device: str | None
-    dtype: str | None = None  # compute precision of the loaded chat model
+    dtype: str | None = None  # compute precision (torch) or the GGUF's weight type (llama.cpp)
+    backend: str | None = None  # what runs the chat model: torch or llama.cpp
     documents: int
     defenses: list[str]
