@@ -42,6 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated subset of main,membership,filter (default: all)",
     )
     parser.add_argument(
+        "--lifetime",
+        default="full",
+        choices=("full", "reduced"),
+        help="the lifetime stage's size: full (>= 300 questions, 10 facts per support level) "
+        "or reduced (2 facts per level, ~20 min on two cores)",
+    )
+    parser.add_argument(
         "--models",
         default=None,
         help="comma-separated: smollm2-135m-instruct, gemma-3-270m (default: the config's)",
@@ -63,7 +70,12 @@ def evaluate(args: argparse.Namespace, config: Config) -> Path:
     if unknown:
         raise InvalidParameterError(f"--stages: unknown {unknown}; choose from {', '.join(STAGES)}")
     return run_evaluation(
-        config, Path(args.out), threads=args.threads, dtype=args.dtype, stages=stages
+        config,
+        Path(args.out),
+        threads=args.threads,
+        dtype=args.dtype,
+        stages=stages,
+        lifetime=getattr(args, "lifetime", "full"),
     )
 
 

@@ -56,15 +56,21 @@ SMOKE = LifetimeConfig(
     filler=12,
     records=1,
     membership=1,
-    epsilon=10.0,
+    epsilon=5.0,
     groups=6,
     group_tokens=40,
     answer_tokens=4,
     max_tokens=8,
-    sweep_epsilons=(10.0,),
+    sweep_epsilons=(5.0,),
     sweep_facts=1,
     smoke=True,
 )
+# What fits ~20 minutes on two shared cores: 2 facts per level (the FULL run's schedule
+# otherwise); ``veil eval dprag --stages lifetime --lifetime reduced``.
+REDUCED = LifetimeConfig(per_level=2, filler=50, records=5, membership=3, sweep_epsilons=(3.0, 8.0))
+
+
+CONFIGS = {"full": FULL, "reduced": REDUCED, "smoke": SMOKE}
 
 
 def _dp_config(cfg: LifetimeConfig, epsilon: float, groups: int | None = None) -> Any:

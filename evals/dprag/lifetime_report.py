@@ -137,14 +137,14 @@ def _plots(life: dict[str, Any], out: Path) -> list[str]:
         ax.set_xlabel("notes backing the fact")
         ax.set_ylabel("answered right (whole run)")
         ax.legend()
-        names.append(common.save_figure(fig, out, "lifetime_accuracy_by_support"))
+        names.append(common.save_figure(fig, out, "lifetime_accuracy_by_support.png"))
     docs = life.get("documents", [])
     if docs:
         fig, ax = plt.subplots(figsize=(6, 3.5))
         ax.hist([d["epsilon_filter"] for d in docs], bins=30)
         ax.set_xlabel("total ε of a note after the run (δ 1e-6)")
         ax.set_ylabel("notes")
-        names.append(common.save_figure(fig, out, "lifetime_document_epsilon"))
+        names.append(common.save_figure(fig, out, "lifetime_document_epsilon.png"))
     return names
 
 

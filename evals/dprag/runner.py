@@ -404,6 +404,7 @@ def run_evaluation(
     threads: int = 1,
     dtype: str = "float32",
     stages: Sequence[str] = STAGES,
+    lifetime: str = "full",
 ) -> Path:
     import torch
 
@@ -532,18 +533,15 @@ def run_evaluation(
             if mi == 0 and "lifetime" in stages:
 
                 def lifetime_stage(name: str = name, lm: Any = lm) -> None:
-                    from evals.dprag.lifetime import FULL as LFULL
-                    from evals.dprag.lifetime import SMOKE as LSMOKE
-                    from evals.dprag.lifetime import run_lifetime
+                    from evals.dprag.lifetime import CONFIGS, run_lifetime
 
                     def save(part: dict[str, Any]) -> None:
                         results["lifetime"] = {**part, "model": name}
                         results["meta"] = meta()
                         common.write_results(out, results)
 
-                    part = run_lifetime(
-                        lm, rag.embedder, LSMOKE if config.smoke else LFULL, save=save
-                    )
+                    which = "smoke" if config.smoke else lifetime
+                    part = run_lifetime(lm, rag.embedder, CONFIGS[which], save=save)
                     results["lifetime"] = {**part, "model": name}
 
                 stage(f"{name}: lifetime run (dp_answer)", lifetime_stage)
