@@ -247,3 +247,10 @@ def test_the_budget_in_words_for_the_owner_and_a_guest() -> None:
     )
     # public: the budget and this answer's charge only (8 answers at epsilon 3)
     assert "about 8 answers like this one in its lifetime" in admission.note(is_guest=True)
+
+
+def test_subsampling_after_the_top_k_is_refused() -> None:
+    from py_core.errors import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="before the top-k"):
+        da.DpAnswerConfig(sample_rate=0.5)

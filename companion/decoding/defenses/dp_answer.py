@@ -207,9 +207,9 @@ class DpAnswerConfig:
     """One private selection per answer, calibrated to ``epsilon`` for store-level add/remove.
 
     ``groups`` 0: the per-epsilon setting (:func:`vote_settings`); ``top_k`` 0: that
-    setting's context size.  ``sample_rate`` < 1: Poisson subsampling of the admitted
-    documents before the top-k (each kept with that probability, by the CSPRNG), charged
-    as an amplified (subsampled Gaussian) event.
+    setting's context size.  ``sample_rate``: must be 1 for now (Poisson subsampling needs its coins before the
+    top-k; its amplified charge, :class:`py_core.accounting.SampledGaussianEvent`, is built
+    and tested).
     """
 
     epsilon: float = 5.0
@@ -231,8 +231,15 @@ class DpAnswerConfig:
             check_count(self.top_k, "top_k", minimum=1)
         check_count(self.answer_tokens, "answer_tokens", minimum=1)
         check_count(self.group_tokens, "group_tokens", minimum=8)
-        if not 0.0 < float(self.sample_rate) <= 1.0:
-            raise InvalidParameterError(f"sample_rate must be in (0, 1]; got {self.sample_rate!r}")
+        if float(self.sample_rate) != 1.0:
+            # The proof needs the coins thrown on the candidates *before* the top-k documents
+            # are chosen (docs/methods/dprag.md, "Poisson subsampling"); after the top-k, one
+            # document's presence swaps another out of the sample, which the add/remove
+            # amplification does not cover.  The admission does not do that yet.
+            raise InvalidParameterError(
+                f"sample_rate must be 1 for now (got {self.sample_rate!r}): Poisson "
+                "subsampling before the top-k documents is not built into the admission yet"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -619,7 +626,7 @@ def _build(config: DpAnswerConfig, ctx: BuildContext) -> DpAnswerMechanism:
         raise InvalidParameterError(
             "the dp_answer defense runs its own passes: the generation needs the model"
         )
-    documents = sample_documents(ctx.documents, config.sample_rate, ctx.generator)
+    documents = list(ctx.documents)
     return DpAnswerMechanism(
         config,
         generator=ctx.generator,
@@ -683,6 +690,5 @@ DEFENSE = Defense(
     knobs=(
         Knob("epsilon", 0.5, "privacy budget of one answer, per document of the store"),
         Knob("groups", 1, "document groups that each propose an answer (0: set by epsilon)"),
-        Knob("sample_rate", 0.05, "share of the admitted documents an answer reads (Poisson)"),
     ),
 )
