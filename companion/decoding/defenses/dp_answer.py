@@ -185,12 +185,12 @@ _WORD = re.compile(r"[\w][\w\-./]*[\w]|[\w]")
 
 
 def _stem(word: str) -> str:
-    return word[:5]
+    return word[:4]
 
 
 def normalise(text: str, public: str = "", max_words: int = 6) -> str:
     """A proposal's key: the words of its first line, NFKC and case-folded, less the stop
-    words and every word (by its first five letters) of ``public`` -- the public prompt, so
+    words and every word (by its first four letters) of ``public`` -- the public prompt, so
     the question's own words -- at most ``max_words`` of them.  "" when nothing is left
     (the group abstains)."""
     line = unicodedata.normalize("NFKC", text).strip().split("\n", 1)[0].casefold()
@@ -348,6 +348,7 @@ class ProposalPasses:
     ) -> None:
         self.model, self.prompts, self.width, self.pad_id = model, prompts, width, pad_id
         self.prefix = max(0, min(prefix, *(len(p) - 1 for p in prompts))) if prompts else 0
+        self.finished: list[bool] = []
 
     def _first(self, device: Any) -> tuple[Any, torch.Tensor, torch.Tensor]:
         rows, width, n = len(self.prompts), self.width, self.prefix
@@ -397,6 +398,7 @@ class ProposalPasses:
         fwd, mask, positions = self._first(device)
         out: list[list[int]] = [[] for _ in range(rows)]
         done = [False] * rows
+        self.finished = done  # which rows stopped before the step limit
         for step in range(steps):
             tokens = torch.argmax(fwd.logits[:, -1, :], dim=-1).tolist()
             for i, t in enumerate(tokens):
@@ -578,10 +580,13 @@ def group_proposer(
         with torch.inference_mode():
             passes = ProposalPasses(model, prompts, width, int(pad), prefix)
             rows = passes.run(config.answer_tokens, stops)
-        return [
-            None if not members else tokenizer.decode(r, skip_special_tokens=True)
-            for r, members in zip(rows, assignment, strict=True)
-        ]
+        texts = []
+        for r, members, ended in zip(rows, assignment, passes.finished, strict=True):
+            text = tokenizer.decode(r, skip_special_tokens=True)
+            if not ended:  # cut at the step limit: its last word may be cut too
+                text = text.rsplit(" ", 1)[0] if " " in text.strip() else ""
+            texts.append(None if not members else text)
+        return texts
 
     return propose
 
