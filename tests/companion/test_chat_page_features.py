@@ -162,6 +162,9 @@ def test_markdown_copy_regenerate_conversations_and_the_drawer(site):
     page.click("#new-conversation")
     script.answers = ["Gout answer: allopurinol lowers urate."]
     _ask(page, "Is allopurinol for gout?", 1)
+    # The list is refreshed after the answer is stored: wait for the second item (a clean
+    # clone's CI run read the count before the refresh had landed).
+    page.wait_for_selector("#conversation-list li:nth-child(2)", timeout=30_000)
     items = page.locator("#conversation-list li")
     assert items.count() == 2
     titles = page.eval_on_selector_all(
