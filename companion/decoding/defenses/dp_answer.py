@@ -41,7 +41,7 @@ from companion.decoding.base import (
     NoiseLedger,
     calibrate_sigma,
 )
-from companion.decoding.defenses.dp_vote import assign_groups
+from companion.decoding.defenses.dp_vote import assign_groups, fit_group
 from companion.decoding.noise import NoiseSource, check_source
 from py_core.accounting import DEFAULT_DELTA, GaussianEvent
 from py_core.errors import InvalidParameterError
@@ -546,16 +546,7 @@ def group_prompts_shared(
         if not members:
             prompts.append(empty)
             continue
-        text = "\n".join(t.strip() for _k, t in members if t.strip())
-        ids = list(tokenizer.encode(text, add_special_tokens=False))[:group_tokens]
-        budget = len(ids)
-        while True:
-            cut = tokenizer.decode(ids[:budget], skip_special_tokens=True).rstrip("\ufffd")
-            p = prompt(cut)
-            if len(p) <= width or budget <= 0:
-                break
-            budget -= 8
-        prompts.append(p)
+        prompts.append(fit_group(tokenizer, prompt, members, group_tokens, width, "\n"))
     return prompts, width, prefix
 
 

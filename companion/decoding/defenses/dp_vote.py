@@ -424,6 +424,27 @@ def store_level_epsilon(calibration: Calibration, delta: float) -> float:
     return RdpAccountant().compose_all(store_events(calibration)).get_epsilon(delta)
 
 
+def fit_group(
+    tokenizer: Any,
+    prompt_for: Callable[[str], list[int]],
+    members: Sequence[tuple[str, str]],
+    group_tokens: int,
+    width: int,
+    separator: str = "\n\n",
+) -> list[int]:
+    """One group's prompt: its documents' text cut to ``group_tokens``, then 8 tokens at a
+    time until the prompt (re-tokenised at the cut) fits ``width`` or the text is empty."""
+    text = separator.join(t.strip() for _k, t in members if t.strip())
+    ids = list(tokenizer.encode(text, add_special_tokens=False))[:group_tokens]
+    budget = len(ids)
+    while True:
+        cut = tokenizer.decode(ids[:budget], skip_special_tokens=True).rstrip("\ufffd")
+        prompt = list(prompt_for(cut))
+        if len(prompt) <= width or budget <= 0:
+            return prompt
+        budget -= 8
+
+
 def group_prompts(
     tokenizer: Any,
     prompt_for: Callable[[str], list[int]],
@@ -443,15 +464,7 @@ def group_prompts(
         if not members:
             prompts.append(public)
             continue
-        text = "\n\n".join(t.strip() for _k, t in members if t.strip())
-        ids = list(tokenizer.encode(text, add_special_tokens=False))[:group_tokens]
-        budget = len(ids)
-        while True:
-            cut = tokenizer.decode(ids[:budget], skip_special_tokens=True).rstrip("\ufffd")
-            prompt = list(prompt_for(cut))
-            if len(prompt) <= width or budget <= 0:
-                break
-            budget -= 8
+        prompt = fit_group(tokenizer, prompt_for, members, group_tokens, width)
         if len(prompt) > width:  # pragma: no cover - an empty context always fits
             raise InvalidParameterError("a group's prompt does not fit its width")
         prompts.append(prompt)
