@@ -29,7 +29,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -87,7 +87,6 @@ class _Row:
     ctx: Any
     size: int
     n_past: int = 0
-    tokens: list[int] = field(default_factory=list)
 
 
 class LlamaCppCache:
@@ -101,7 +100,7 @@ class LlamaCppCache:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> LlamaCppCache:
         """A copy with contexts of its own (dp_vote clones one prefill for several answers)."""
-        rows = [self.lm._copy_row(row) for row in self.rows]
+        rows = [self.lm._copy_row(row, row.ctx.get_state_seq_data(0)) for row in self.rows]
         return LlamaCppCache(self.lm, rows)
 
     def batch_repeat_interleave(self, repeats: int) -> None:
@@ -115,8 +114,7 @@ class LlamaCppCache:
             rows.append(row)
             state = row.ctx.get_state_seq_data(0) if repeats > 1 else b""
             for _ in range(repeats - 1):
-                other = _Row(self.lm._acquire(row.size), row.size, row.n_past, list(row.tokens))
-                other.ctx.set_state_seq_data(state, 0)
+                other = self.lm._copy_row(row, state)
                 weakref.finalize(self, self.lm._release, other.ctx, other.size)
                 rows.append(other)
         self.rows = rows
@@ -217,9 +215,10 @@ class LlamaCppLM:
             if len(free) < MAX_POOLED:
                 free.append(ctx)
 
-    def _copy_row(self, row: _Row) -> _Row:
-        other = _Row(self._acquire(row.size), row.size, 0, [])
-        self._feed(other, list(row.tokens), keep=0)  # recomputed: equal to the original
+    def _copy_row(self, row: _Row, state: bytes) -> _Row:
+        """A new row holding ``state`` (``row``'s KV cache, from llama.cpp), not recomputed."""
+        other = _Row(self._acquire(row.size), row.size, row.n_past)
+        other.ctx.set_state_seq_data(state, 0)
         return other
 
     def _feed(self, row: _Row, tokens: list[int], *, keep: int) -> np.ndarray:
@@ -247,7 +246,6 @@ class LlamaCppLM:
                 )
             batch.close()
         row.n_past += len(tokens)
-        row.tokens.extend(tokens)
         return out
 
     # -- the forward call -----------------------------------------------------------
@@ -287,7 +285,7 @@ class LlamaCppLM:
             got = self._feed(row, real, keep=min(keep, len(real)))
             logits[r, keep - got.shape[0] :] = torch.from_numpy(got)
         new_cache = cache if cache is not None else LlamaCppCache(self, rows)
-        return SimpleNamespace(logits=logits, cache=new_cache, past_key_values=new_cache)
+        return SimpleNamespace(logits=logits, cache=new_cache)
 
 
 def load(path: Path, *, threads: int | None = None, eos: Sequence[int] = ()) -> LlamaCppLM:

@@ -482,10 +482,9 @@ def load_causal_lm(
     folder, gguf = _resolve(spec)
     dev = pick_device(device)
     size = gguf_parameters(folder / gguf) if gguf is not None and backend == "auto" else None
-    if gguf is not None and pick_backend(backend, gguf, dev, size) == "llama.cpp":
+    if pick_backend(backend, gguf, dev, size) == "llama.cpp":  # raises if it cannot run it
+        assert gguf is not None
         return _load_llamacpp(folder, gguf, stage)
-    if backend == "llama.cpp":
-        pick_backend(backend, gguf, dev)  # raises: says why
     precision = pick_dtype(dtype, dev)
     with _LOCK:
         if gguf is None:
