@@ -796,17 +796,7 @@ async function send(text, { fromPrompt = false, replace = null } = {}) {
       method: "POST", headers: headers({ "Content-Type": "application/json" }),
       body: JSON.stringify(body), signal: state.abort.signal,
     });
-    if (!response.ok) {
-      let message = response.status + "";
-      try { message = (await response.json()).error.message; } catch (_) { /* ignore */ }
-      throw new Error(message);
-    }
-    await readServerSentEvents(response, ({ data }) => {
-      data = data.trim();
-      if (!data || data === "[DONE]") return;
-      const event = JSON.parse(data);
-      if (event.error) throw new Error(event.error.message);
-      const delta = event.choices[0].delta.content;
+    await readChatStream(response, (event, delta) => {
       if (delta) { answer += delta; setAnswer(div, answer); }
       if (event.veil) {
         renderReceipt(div, event.veil, body.collection);

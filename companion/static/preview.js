@@ -4,7 +4,7 @@
 // its defense, a guest's view), marked as a preview; nothing is charged, neither the key
 // nor any document's lifetime budget, and nothing is kept in the conversation.
 // Uses chat.js's $, api(), headers(), state, plural(), setAnswer(), renderReceipt(),
-// updateSend() and readServerSentEvents(); loaded after chat.js and keys.js.
+// updateSend() and readChatStream() (sse.js); loaded after chat.js and keys.js.
 "use strict";
 
 const preview = { keys: [], timer: null };
@@ -68,17 +68,7 @@ async function previewAsGuest() {
       headers: headers({ "Content-Type": "application/json", "X-Veil-Preview-Guest": String(key.id) }),
       body: JSON.stringify(body), signal: state.abort.signal,
     });
-    if (!response.ok) {
-      let message = String(response.status);
-      try { message = (await response.json()).error.message; } catch (_) { /* not JSON */ }
-      throw new Error(message);
-    }
-    await readServerSentEvents(response, ({ data }) => {
-      data = data.trim();
-      if (!data || data === "[DONE]") return;
-      const event = JSON.parse(data);
-      if (event.error) throw new Error(event.error.message);
-      const delta = event.choices[0].delta.content;
+    await readChatStream(response, (event, delta) => {
       if (delta) { answer += delta; setAnswer(div, answer); }
       if (event.veil) {
         if (!event.veil.preview) throw new Error("the companion did not mark this answer as a preview");

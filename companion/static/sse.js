@@ -27,3 +27,21 @@ async function readServerSentEvents(response, onEvent) {
     }
   }
 }
+
+// A chat completion the companion streams: throws its error message (the HTTP error's or
+// one sent in the stream) and calls onChunk(event, delta) for every JSON chunk, with the
+// chunk's text delta ("" when it has none). Shared by the chat page and its guest preview.
+async function readChatStream(response, onChunk) {
+  if (!response.ok) {
+    let message = String(response.status);
+    try { message = (await response.json()).error.message; } catch (_) { /* not JSON */ }
+    throw new Error(message);
+  }
+  await readServerSentEvents(response, ({ data }) => {
+    data = data.trim();
+    if (!data || data === "[DONE]") return;
+    const event = JSON.parse(data);
+    if (event.error) throw new Error(event.error.message);
+    onChunk(event, event.choices?.[0]?.delta?.content || "");
+  });
+}
