@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 CORPUS_SEED = 20261201
 
@@ -144,28 +145,7 @@ def generate_corpus(
     plan: list[int | None] = [i for i, f in enumerate(facts) for _ in range(f.support)]
     plan += [None] * (records - len(plan))
     rng.shuffle(plan)
-    used: set[str] = set()
-    notes = []
-    for nid, fact in enumerate(plan):
-        name, mrn, phone = _patient(rng, fake, used)
-        dose = rng.choice(_DOSES)
-        if fact is None:
-            subject, answer = rng.choice(_FILLER)
-            text = _text("filler", name, mrn, phone, dose, subject, answer)
-            visit: tuple[str, ...] = (subject, answer, dose)
-        else:
-            f = facts[fact]
-            text = _text(f.kind, name, mrn, phone, dose, f.subject, f.answer)
-            visit = ()
-        notes.append(Note(nid, text, name, mrn, phone, dose, fact, visit))
-    extra = []
-    for j in range(outsiders):
-        name, mrn, phone = _patient(rng, fake, used)
-        dose = rng.choice(_DOSES)
-        subject, answer = rng.choice(_FILLER)
-        text = _text("filler", name, mrn, phone, dose, subject, answer)
-        extra.append(Note(records + j, text, name, mrn, phone, dose, None, (subject, answer, dose)))
-    return Corpus(notes, facts, extra)
+    return corpus_from_plan(plan, facts, outsiders, rng, fake)
 
 
 def population_questions(corpus: Corpus) -> list[Question]:
@@ -243,3 +223,33 @@ def planted(corpus: Corpus) -> dict[str, int]:
         for value in (note.phone, note.mrn, note.name):
             out[value] = note.id
     return out
+
+
+def corpus_from_plan(
+    plan: list[int | None], facts: list[Fact], outsiders: int, rng: random.Random, fake: Any
+) -> Corpus:
+    """The notes of ``plan`` (the fact each note backs, None for a filler note) and
+    ``outsiders`` filler notes outside the store, each with a fresh patient."""
+    records = len(plan)
+    used: set[str] = set()
+    notes = []
+    for nid, fact in enumerate(plan):
+        name, mrn, phone = _patient(rng, fake, used)
+        dose = rng.choice(_DOSES)
+        if fact is None:
+            subject, answer = rng.choice(_FILLER)
+            text = _text("filler", name, mrn, phone, dose, subject, answer)
+            visit: tuple[str, ...] = (subject, answer, dose)
+        else:
+            f = facts[fact]
+            text = _text(f.kind, name, mrn, phone, dose, f.subject, f.answer)
+            visit = ()
+        notes.append(Note(nid, text, name, mrn, phone, dose, fact, visit))
+    extra = []
+    for j in range(outsiders):
+        name, mrn, phone = _patient(rng, fake, used)
+        dose = rng.choice(_DOSES)
+        subject, answer = rng.choice(_FILLER)
+        text = _text("filler", name, mrn, phone, dose, subject, answer)
+        extra.append(Note(records + j, text, name, mrn, phone, dose, None, (subject, answer, dose)))
+    return Corpus(notes, facts, extra)

@@ -12,15 +12,11 @@ import random
 from dataclasses import dataclass
 
 from evals.dprag.corpus import (
-    _DOSES,
-    _FILLER,
     CORPUS_SEED,
     Corpus,
     Fact,
-    Note,
     Question,
-    _patient,
-    _text,
+    corpus_from_plan,
 )
 
 _ONSET = (
@@ -117,30 +113,7 @@ def lifetime_corpus(
     plan: list[int | None] = [i for i, f in enumerate(facts) for _ in range(f.support)]
     plan += [None] * filler
     rng.shuffle(plan)
-    used: set[str] = set()
-    notes = []
-    for nid, fact in enumerate(plan):
-        name, mrn, phone = _patient(rng, fake, used)
-        dose = rng.choice(_DOSES)
-        if fact is None:
-            subject, answer = rng.choice(_FILLER)
-            text = _text("filler", name, mrn, phone, dose, subject, answer)
-            visit: tuple[str, ...] = (subject, answer, dose)
-        else:
-            f = facts[fact]
-            text = _text(f.kind, name, mrn, phone, dose, f.subject, f.answer)
-            visit = ()
-        notes.append(Note(nid, text, name, mrn, phone, dose, fact, visit))
-    extra = []
-    for j in range(outsiders):
-        name, mrn, phone = _patient(rng, fake, used)
-        dose = rng.choice(_DOSES)
-        subject, answer = rng.choice(_FILLER)
-        text = _text("filler", name, mrn, phone, dose, subject, answer)
-        extra.append(
-            Note(len(plan) + j, text, name, mrn, phone, dose, None, (subject, answer, dose))
-        )
-    return Corpus(notes, facts, extra)
+    return corpus_from_plan(plan, facts, outsiders, rng, fake)
 
 
 @dataclass(frozen=True, slots=True)
