@@ -10,11 +10,10 @@ base, so a candidate ``é`` explains a seen ``e`` as well as ``e`` does (kept wi
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
-from evals.scripts.restorers import _CASE_PRIOR, FrenchRestorer, Restorer, _log_freq
+from evals.scripts.restorers import FrenchRestorer, Restorer, cased_entries
 
 __all__ = ["LatinRestorer"]
 
@@ -32,20 +31,7 @@ class LatinRestorer(FrenchRestorer):
             (w for w in frequencies if _WORDLIKE.fullmatch(w) and self.encode(w) is not None),
             key=lambda w: -frequencies[w],
         )[:words]
-        entries: dict[str, float] = {}
-        for word in ranked:
-            base = _log_freq(frequencies[word])
-            for case, prior in _CASE_PRIOR.items():
-                text = (
-                    word.upper()
-                    if case == "upper"
-                    else word[:1].upper() + word[1:]
-                    if case == "title"
-                    else word
-                )
-                score = base + math.log(prior)
-                if score > entries.get(text, -math.inf):
-                    entries[text] = score
+        entries = cased_entries(ranked, frequencies)
         self._fold = False
         self._build(entries)
 

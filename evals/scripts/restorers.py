@@ -94,6 +94,25 @@ class Restorer:
         raise NotImplementedError
 
 
+def cased_entries(ranked: list[str], frequencies: dict[str, float]) -> dict[str, float]:
+    """Each word in lower, title and upper case, scored log frequency + log case prior."""
+    entries: dict[str, float] = {}
+    for word in ranked:
+        base = _log_freq(frequencies[word])
+        for case, prior in _CASE_PRIOR.items():
+            text = (
+                word.upper()
+                if case == "upper"
+                else word[:1].upper() + word[1:]
+                if case == "title"
+                else word
+            )
+            score = base + math.log(prior)
+            if score > entries.get(text, -math.inf):
+                entries[text] = score
+    return entries
+
+
 def _log_freq(zipf: float) -> float:
     return (zipf - 9.0) * math.log(10.0)  # Zipf = log10 of occurrences per 10^9 words
 
@@ -230,20 +249,7 @@ class FrenchRestorer(Restorer):
         ranked = sorted(
             (w for w in frequencies if keep.fullmatch(w)), key=lambda w: -frequencies[w]
         )[:words]
-        entries: dict[str, float] = {}
-        for word in ranked:
-            base = _log_freq(frequencies[word])
-            for case, prior in _CASE_PRIOR.items():
-                text = (
-                    word.upper()
-                    if case == "upper"
-                    else word[:1].upper() + word[1:]
-                    if case == "title"
-                    else word
-                )
-                score = base + math.log(prior)
-                if score > entries.get(text, -math.inf):
-                    entries[text] = score
+        entries = cased_entries(ranked, frequencies)
         self._build(entries)
 
     def encode(self, text: str) -> tuple[int, ...] | None:
