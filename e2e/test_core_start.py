@@ -11,6 +11,7 @@ boot, and the core's line shows the boot's steps with the time so far, then read
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ from e2e.harness import Browser
 from e2e.recorder import Recorder
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
+
+SINCE = re.compile(r" (\d+\.\d) s$")  # the boot's time so far, at the end of its line
 
 TICKS = """() => { window.__ticks = []; setInterval(() => window.__ticks.push(performance.now()), 100);
                    window.__lines = []; const core = document.querySelector('#core');
@@ -37,18 +40,29 @@ def test_the_popup_stays_live_and_shows_progress_during_the_first_start(
         popup.wait_for_function(
             "() => document.querySelector('#core').dataset.state === 'ready'", timeout=180_000
         )
+        ready_at = popup.evaluate("() => performance.now()")
         status = browser.core_status()
         assert status["state"] == "ready" and status.get("worker") is True, status
         assert status["fromSnapshot"] is False
         ticks = popup.evaluate("() => window.__ticks")
         lines = popup.evaluate("() => window.__lines")
         booting = [line for line in lines if "starting…" in line]
-        gaps = [b - a for a, b in itertools.pairwise(ticks)]
-        # The boot took seconds; the popup's own timer never stalled for more than 2 s of it.
-        assert ticks[-1] - ticks[0] > 2000, (len(ticks), status.get("msSinceDocument"))
+        during = [t for t in ticks if t <= ready_at]
+        gaps = [b - a for a, b in itertools.pairwise(during + [ready_at])]
+        boot_ms = ready_at - ticks[0]
+        # The cold boot takes real time (1 s idle, up to 5 s on a loaded machine; the popup
+        # opens some 0.3 s into it) -- or this test shows nothing; through all of it the
+        # popup's own 100 ms timer kept running: at least half its ticks came, and it never
+        # stalled for 2 s.
+        assert boot_ms > 300, (boot_ms, status.get("phases"))
+        assert len(during) >= boot_ms / 100 / 2, (len(during), boot_ms, status.get("phases"))
         assert max(gaps) < 2000, (max(gaps), status.get("phases"))
         # Its line said what the core was doing, with the time growing, then ready.
-        assert len(set(booting)) >= 3, lines[:10]
+        # It is redrawn every 500 ms, so the popup shows one line per half second it saw of
+        # the boot (two on an idle machine, ten on a loaded one), each later than the last.
+        shown = [float(m.group(1)) for m in map(SINCE.search, dict.fromkeys(booting)) if m]
+        assert shown and shown == sorted(set(shown)), lines[:10]
+        assert len(shown) >= min(3, int(boot_ms // 500)), (boot_ms, lines[:10])
         assert any("Veil's Python code" in line or "Pyodide" in line for line in booting), booting
         assert popup.inner_text("#core").startswith("Privacy core ready"), popup.inner_text("#core")
     finally:
