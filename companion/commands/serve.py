@@ -175,7 +175,10 @@ def run_server(app: Any, host: str, port: int, log_level: str = "info", sock: An
     from companion.app import shutdown
 
     class Server(uvicorn.Server):
+        signalled = False
+
         def handle_exit(self, sig: int, frame: Any) -> None:
+            self.signalled = True
             if not self.started:
                 print(
                     "\nveil: stopped while starting; nothing half-converted is kept (the "
@@ -190,7 +193,14 @@ def run_server(app: Any, host: str, port: int, log_level: str = "info", sock: An
                 ).start()
             super().handle_exit(sig, frame)
 
-    Server(uvicorn_config(app, host, port, log_level)).run(sockets=[sock] if sock else None)
+    server = Server(uvicorn_config(app, host, port, log_level))
+    server.run(sockets=[sock] if sock else None)
+    if server.signalled:
+        # uvicorn raises the signal again once it has shut down, but under asyncio.run's
+        # own SIGINT handler that only asks to cancel the serving task -- which may have
+        # finished by then, and run() returns as if nothing had stopped it.  The process's
+        # exit status must not depend on that race: a signal that stopped it is a Ctrl-C.
+        raise KeyboardInterrupt
 
 
 def uvicorn_config(app: Any, host: str, port: int, log_level: str = "info") -> Any:
