@@ -156,7 +156,13 @@ def group_inputs(tokenizer: Any, plan: AnswerPlan, context: AnswerContext) -> di
     def prompt_for(text: str) -> list[int]:
         chunks = [text] if text else []
         return build_prompt(
-            tokenizer, plan.messages, chunks, plan.layout, grounded=True, nothing_found=False
+            tokenizer,
+            plan.messages,
+            chunks,
+            plan.layout,
+            grounded=True,
+            nothing_found=False,
+            check_identifiers=False,  # dp_vote's groups: as measured (docs/dprag)
         ).prompt_ids
 
     public = encode_chat(

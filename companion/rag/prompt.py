@@ -41,6 +41,13 @@ NOTHING_FOUND = (
     "No passage of the person's documents matched this question. Say so first; then answer "
     "only if you know the answer without the documents, and never cite a document."
 )
+# The private prompt of an answer whose question names an identifier (a number, a version,
+# an e-mail address) that no passage has (companion.rag.retrieval.unmentioned): small
+# models otherwise answer with the nearest passage's value (docs/answers/report.md).
+UNMENTIONED = (
+    "None of the documents mention {names}. If the question asks about {it}, answer only: "
+    "The documents do not say."
+)
 PROMPT_LAYOUTS: tuple[str, ...] = ("system", "user", "nearest")
 DEFAULT_LAYOUT = "system"  # measured best (docs/rag/answers.md); Settings.prompt_layout
 
@@ -157,17 +164,24 @@ def build_messages(
     layout: str = "system",
     grounded: bool = False,
     nothing_found: bool = False,
+    unmentioned: Sequence[str] = (),
 ) -> list[dict[str, str]]:
     """The conversation with the context placed as ``layout`` says.
 
     ``grounded`` (layout ``user``): the answer is about documents, so the grounded
     instruction is used even when ``context_text`` is empty (the public prompt of
     an answer that retrieved).  ``nothing_found``: retrieval ran and found nothing
-    (:data:`NOTHING_FOUND` is added; the private prompt only).
+    (:data:`NOTHING_FOUND` is added; the private prompt only).  ``unmentioned``: the
+    identifiers the question names that no passage of ``context_text`` has
+    (:data:`UNMENTIONED` is added; the private prompt only).
     """
     user_system = [m["content"] for m in messages if m["role"] == "system"]
     if nothing_found and not context_text:
         user_system = [NOTHING_FOUND, *user_system]
+    if unmentioned and context_text:
+        names = ", ".join(f"\u201c{n}\u201d" for n in unmentioned)
+        it = "it" if len(unmentioned) == 1 else "them"
+        user_system = [UNMENTIONED.format(names=names, it=it), *user_system]
     rest = [dict(m) for m in messages if m["role"] != "system"]
     if _check_layout(layout) in ("user", "nearest") and (context_text or grounded):
         system = "\n\n".join([system_prompt or GROUNDED_PROMPT, *user_system])
@@ -198,6 +212,7 @@ def build_prompt(
     *,
     grounded: bool | None = None,
     nothing_found: bool | None = None,
+    check_identifiers: bool = True,
 ) -> PromptPieces:
     """The prompt with the context, and the public one without it.
 
@@ -212,17 +227,29 @@ def build_prompt(
     it is whether ``chunks`` holds any text (for callers with no retrieval).
     ``nothing_found`` (default: ``grounded``) tells the model, in the private prompt
     only, when retrieval ran and found nothing (:data:`NOTHING_FOUND`).
+    ``check_identifiers``: tell it, in the private prompt only, which identifiers of the
+    last question no chunk has (:data:`UNMENTIONED`; a function of the question and the
+    chunks, like the context itself).
     """
+    from companion.rag.retrieval import unmentioned
+
     context = format_context(chunks, layout)
     if grounded is None:
         grounded = bool(context)
     if nothing_found is None:
         nothing_found = grounded
+    question = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+    absent = unmentioned(question, chunks) if check_identifiers and context else []
     return PromptPieces(
         prompt_ids=encode_chat(
             tokenizer,
             build_messages(
-                messages, context, layout=layout, grounded=grounded, nothing_found=nothing_found
+                messages,
+                context,
+                layout=layout,
+                grounded=grounded,
+                nothing_found=nothing_found,
+                unmentioned=absent,
             ),
         ),
         public_prompt_ids=encode_chat(

@@ -24,7 +24,7 @@ import math
 import re
 import sqlite3
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -212,13 +212,28 @@ def identifier_query(text: str, tokenizer: str = "unicode61", *, strict: bool = 
     ``strict``: only words with an ``@`` or at least three digits (what passes the
     relevance threshold whatever its cosine, see :func:`retrieve`).
     """
-    terms = []
+    terms = [
+        '"' + phrase.replace('"', '""') + '"'
+        for _written, phrases in identifiers(text, tokenizer, strict=strict)
+        for phrase in phrases
+    ]
+    return " OR ".join(dict.fromkeys(terms))
+
+
+def identifiers(
+    text: str, tokenizer: str = "unicode61", *, strict: bool = False
+) -> list[tuple[str, list[str]]]:
+    """The question's identifier-like words (see :func:`identifier_query`), each as it is
+    written with the phrases (FTS5 token sequences, or raw substrings for ``trigram``) a
+    document may write it as."""
+    out: list[tuple[str, list[str]]] = []
     runs = _digit_runs(text)
     for start, end, glued in runs:
         written = " ".join(_TOKEN.findall(text[start:end]))
         if text[start:end].lstrip("(").startswith("+"):
             written = "+" + written
-        terms += ['"' + f.lstrip("+") + '"' for f in _number_terms(glued, written, tokenizer)]
+        forms = [f.lstrip("+") for f in _number_terms(glued, written, tokenizer)]
+        out.append((text[start:end], forms))
     covered = [(a, b) for a, b, _d in runs]
     for m in _WORD.finditer(text):
         if any(a <= m.start() < b for a, b in covered):
@@ -235,13 +250,56 @@ def identifier_query(text: str, tokenizer: str = "unicode61", *, strict: bool = 
             if strict and "@" not in word and digits < 3:
                 continue
             if word.isdigit() and len(word) >= MIN_JOINED_DIGITS:  # glued: its cuts too
-                terms += ['"' + f + '"' for f in _number_terms(word, None, tokenizer)]
+                out.append((word, _number_terms(word, None, tokenizer)))
                 continue
             phrase = word if tokenizer == "trigram" else " ".join(tokens)
             if tokenizer == "trigram" and len(word) < 3:
                 continue
-            terms.append('"' + phrase.replace('"', '""') + '"')
-    return " OR ".join(dict.fromkeys(terms))
+            out.append((m.group().strip(".,;:!?\"'()"), [phrase]))
+    return out
+
+
+def _coined(tokens: list[str]) -> bool:
+    """A compound's parts include a coined word -- no word of the English or French
+    tables (``libtirpc`` of "libtirpc-common", ``dbus``): a name with one spelling, not
+    "well-known" or "peut-être"."""
+    from py_core.wordfreq import zipf_frequency
+
+    return any(
+        t.isalpha()
+        and len(t) >= 3
+        and zipf_frequency(t, "en") is None
+        and zipf_frequency(t, "fr") is None
+        for t in tokens
+    )
+
+
+def unmentioned(question: str, passages: Sequence[str]) -> list[str]:
+    """The identifiers the question names that none of ``passages`` has, as the question
+    writes them: an e-mail address, a word with at least three digits (a bug or record
+    number, a version, a phone number in any grouping), or a compound with a coined part
+    (a package or product name: "libtirpc-common").
+
+    Compared as FTS5 compares them, token by token, case and accents folded: "#209157"
+    is in "Closes: #209157", "1.2.0-9" is not in "1.2.0-90".  What a passage writes in
+    other words (a name, a paraphrase) is not looked for: only what has one spelling.
+    """
+    found = list(identifiers(question, strict=True))
+    for m in _WORD.finditer(question):
+        word = m.group().strip(".-_/\\|~=+&#%$?!,;:").lower()
+        tokens = _TOKEN.findall(_fold(word))
+        if len(tokens) > 1 and all(t.isalpha() for t in tokens) and _coined(tokens):
+            found.append((m.group().strip(".,;:!?\"'()"), [" ".join(tokens)]))
+    if not found:
+        return []
+    words = " " + " ".join(" ".join(_TOKEN.findall(_fold(p).lower())) for p in passages) + " "
+    return list(
+        dict.fromkeys(
+            written
+            for written, phrases in found
+            if not any(f" {_fold(p).lower()} " in words for p in phrases)
+        )
+    )
 
 
 def named_chunks(

@@ -8,6 +8,7 @@ from companion.models import BASE_STOPS, BASE_TEMPLATE, ensure_chat_template
 from companion.rag.prompt import (
     GROUNDED_PROMPT,
     SYSTEM_PROMPT,
+    UNMENTIONED,
     build_messages,
     build_prompt,
     format_context,
@@ -55,6 +56,26 @@ def test_build_prompt_keeps_the_context_out_of_the_public_prompt():
     pieces = build_prompt(tokenizer, CONVERSATION, ["allopurinol 100 mg"], "user")
     assert pieces.context_text == "[1] allopurinol 100 mg"
     assert len(pieces.public_prompt_ids) == len(pieces.prompt_ids) - 5  # "Documents:" + 4 words
+
+
+def test_an_identifier_no_passage_has_is_named_in_the_private_prompt_only():
+    tokenizer = WordTokenizer()
+    asked = [{"role": "user", "content": "Who uploaded foo version 1.2.0-9?"}]
+    line = UNMENTIONED.format(names="\u201c1.2.0-9\u201d", it="it")
+    for layout in ("system", "user", "nearest"):
+        pieces = build_prompt(tokenizer, asked, ["foo (1.2.0-8) by Ann"], layout)
+        text = tokenizer.decode(pieces.prompt_ids)
+        assert tokenizer.decode(tokenizer.encode(line)) in text, text
+        assert "1.2.0-9\u201d" not in tokenizer.decode(pieces.public_prompt_ids)
+        # the passage that has it: no such line; dp_vote's groups never get one
+        found = build_prompt(tokenizer, asked, ["foo (1.2.0-9) by Ann"], layout)
+        assert "mention" not in tokenizer.decode(found.prompt_ids)
+        unchecked = build_prompt(
+            tokenizer, asked, ["foo (1.2.0-8)"], layout, check_identifiers=False
+        )
+        assert "mention" not in tokenizer.decode(unchecked.prompt_ids)
+    # no passage at all: the nothing-found line, not this one
+    assert "mention" not in tokenizer.decode(build_prompt(tokenizer, asked, [], "user").prompt_ids)
 
 
 def test_a_model_without_a_chat_template_gets_the_base_layout():

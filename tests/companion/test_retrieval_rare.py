@@ -12,6 +12,7 @@ from companion.rag.retrieval import (
     number_forms,
     rare_terms,
     retrieve,
+    unmentioned,
 )
 from companion.rag.store import DocumentStore
 
@@ -127,3 +128,28 @@ def test_names_are_capitalised_inside_a_sentence():
     assert is_name_in("quispe", "Quispe, Rosa. Seen today.")  # a record's heading
     # the address beside the name is lower case, the name still is one
     assert is_name_in("kitterman", " -- Scott Kitterman <scott@kitterman.com>  Mon")
+
+
+@pytest.mark.parametrize(
+    ("question", "passages", "absent"),
+    [
+        # a bug number, a version, an e-mail address the passages do not have
+        ("Which version closed bug #209157?", ["Closes: #209158, #20915"], ["#209157"]),
+        ("Who uploaded foo version 1.2.0-9?", ["foo (1.2.0-90) unstable", "1.2.0.8"], ["1.2.0-9"]),
+        ("Write to jo.smith@example.org", ["mail jo.smyth@example.org"], ["jo.smith@example.org"]),
+        # a package name with a coined part
+        ("Which licence has libtirpc-common?", ["libtirpc3: BSD-3-clause"], ["libtirpc-common"]),
+        # the same identifiers as the passages write them: nothing is missing
+        ("Which version closed bug #209157?", ["  * Fix crash (Closes: #209157)"], []),
+        ("Who uploaded foo version 1.2.0-9?", ["foo (1.2.0-9) unstable; urgency=low"], []),
+        ("Call 947 304 7982 today", ["phone: (947) 304-7982"], []),
+        ("Which licence has libtirpc-common?", ["Package: LIBTIRPC-COMMON"], []),
+        # words that have other spellings, and short numbers, are never asked for
+        ("Is this a well-known state-of-the-art method?", ["a famous new method"], []),
+        ("C'est peut-être vrai, n'est-ce pas ?", ["rien"], []),
+        ("What is the dose for a child under 12?", ["children: 5 mg/kg"], []),
+        ("Find the note for Quispe.", ["Dr. Mamani's note"], []),
+    ],
+)
+def test_unmentioned_names_the_identifiers_no_passage_has(question, passages, absent):
+    assert unmentioned(question, passages) == absent
