@@ -48,7 +48,7 @@ def test_the_popup_stays_live_and_shows_progress_during_the_first_start(
         lines = popup.evaluate("() => window.__lines")
         booting = [line for line in lines if "starting…" in line]
         during = [t for t in ticks if t <= ready_at]
-        gaps = [b - a for a, b in itertools.pairwise(during + [ready_at])]
+        gaps = [b - a for a, b in itertools.pairwise([*during, ready_at])]
         boot_ms = ready_at - ticks[0]
         # The cold boot takes real time (1 s idle, up to 5 s on a loaded machine; the popup
         # opens some 0.3 s into it) -- or this test shows nothing; through all of it the
