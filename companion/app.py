@@ -172,6 +172,14 @@ def create_app(
             max_chunks=settings.max_document_chunks,
             chunk_max_tokens=settings.chunk_max_tokens,
         )
+        if settings.answer_cache:
+            from companion.answer.cache import AnswerCache
+
+            app.state.rag.answers = AnswerCache.beside(
+                settings.resolved_store_path(),
+                embed=app.state.rag.embed,
+                ttl_seconds=settings.answer_cache_ttl_s,
+            )
         app.state.audit_jobs = audit_jobs or JobManager(
             max_queued=settings.audit_max_queued,
             max_running=settings.audit_max_running,
@@ -186,6 +194,8 @@ def create_app(
         finally:
             shutdown(app)
             store.close()
+            if app.state.rag.answers is not None:
+                app.state.rag.answers.close()
             app.state.conversations.close()
             keys.close()  # opened again if the app is started again
 

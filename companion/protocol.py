@@ -96,6 +96,7 @@ VEIL_FIELDS = (
     "defense",
     "defense_params",
     "budget_confirm",
+    "fresh",
 )
 _VEIL_PREFIXES = ("veil", "retrieval", "defen", "collection", "conversation")
 
@@ -174,6 +175,12 @@ class ChatCompletionRequest(BaseModel):
         description="continue this stored conversation (/v1/conversations): its earlier "
         "messages are put before `messages` (send only the new ones), and the question and the "
         "answer are appended to it; owner only",
+    )
+    fresh: bool = Field(
+        False,
+        description="a guest key's Regenerate: answer afresh (charged as any answer) even "
+        "when this key was released an answer to this question before, which is otherwise "
+        "served again at no cost",
     )
     replace_from: int | None = Field(
         None,

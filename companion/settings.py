@@ -184,6 +184,16 @@ class Settings(BaseSettings):
         "receipt and citations say what was cut",
     )
     prefill_chunk_tokens: int = Field(default=256, ge=1)
+    # A guest's released formal answer served again to the same key for a repeat or a
+    # close paraphrase, charging nothing (companion/answer/cache.py).
+    answer_cache: bool = Field(
+        default=True,
+        description="serve a guest key's repeated or paraphrased formal question its earlier "
+        "released answer, at no further budget",
+    )
+    answer_cache_ttl_s: float = Field(
+        default=7 * 24 * 3600.0, gt=0, description="how long a released answer is served again"
+    )
     # Ingest limits (companion/rag/ingest.py), enforced while extracting.
     max_document_chars: int = Field(
         default=1_000_000, ge=1000, description="most characters extracted from one file"

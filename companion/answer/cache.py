@@ -17,11 +17,28 @@ before, never by the documents:
   one relevant document would turn the repeat of a cached answer into a fresh draw,
   which tells a guest that a document was added (an unbounded privacy loss).
 
+Whose entries: the chat route scopes them to one guest key (``principal``).  Shared
+between keys, a hit -- instant, and charged nothing -- would tell one guest that another
+had asked the same question; per key, a hit tells a guest only what they asked before.
+
+The chat route (companion/api/chat.py) looks a guest's formal answer up before anything
+is charged, returns a hit with its stored ``veil`` (the key's budget as it is now, and a
+``cache`` note saying it was served again at no cost) and keeps a fresh answer once its
+generation has finished (a cancelled one is not kept: it was not released whole).  The
+owner's own answers and answers under a defense with no formal guarantee are not kept
+(there is no budget to save, and they read the documents as they are now); the owner's
+preview of a key looks up but never keeps (it charged nothing, so it is no release the
+key paid for).
+
 What ends an entry: its age (``ttl_seconds``, public: the clock), the owner's explicit
-clear (``clear``), and deleting the collection.  Uploading or deleting a document does
-not: a cached answer is a DP release, not a copy of any document, and the guarantee it
-was released under covers it for ever; a new document reaches a cached question once
-its entry expires.
+clear (``clear``), and deleting a document of the collection or the collection itself
+(issue 24's "deleted means gone": a released answer may quote the deleted document, so
+no entry of that collection is served again).  Deleting is the owner's act, and it
+clears every entry of the collection whichever document went, so what a guest can learn
+from it -- the next ask is a fresh answer -- is that the owner deleted something, not
+what or whether it mattered to the question.  Uploading does not clear: a new document
+reaches a cached question once its entry expires (clearing on upload would add nothing
+the guarantee needs and would spend budget again on every upload).
 
 Persistence: one SQLite file beside the store (``<store>.answers.sqlite3``), written
 before the answer is returned, so a restart serves it again rather than spending
@@ -92,8 +109,76 @@ def conversation_key(messages: Sequence[dict[str, str]]) -> str:
     )
 
 
-def scope_key(collection: str, defense: dict[str, Any], model: str) -> str:
-    return json.dumps([collection, defense, model], sort_keys=True, ensure_ascii=False)
+def scope_key(
+    collection: str, defense: dict[str, Any], model: str, principal: str | None = None
+) -> str:
+    """The public part of an entry's key; ``principal`` (a guest key) keeps entries apart."""
+    parts: list[Any] = [collection, defense, model]
+    if principal is not None:
+        parts.append(principal)
+    return json.dumps(parts, sort_keys=True, ensure_ascii=False)
+
+
+SERVED_AGAIN_NOTE = (
+    "Served again: this answer was released earlier to this key for the same question (or "
+    "a close paraphrase of it). Nothing was charged, neither the key's budget nor the "
+    "documents' lifetime budgets; serving a released answer again reveals nothing new."
+)
+
+
+def answer_scope(plan: Any, model_id: str) -> str | None:
+    """The scope a guest's formal answer is kept under, or None when it is not kept.
+
+    Everything that makes two answers draws of the same mechanism: the collection, the
+    defense and its parameters, the generation settings, the model -- and the key."""
+    if plan.guest is None or not plan.collection:
+        return None
+    if not plan.defense.defense.guarantee.formal:
+        return None
+    how = {
+        "defense": plan.defense.to_dict(),
+        "max_tokens": plan.max_tokens,
+        "temperature": plan.temperature,
+        "top_k": plan.top_k,
+        "stop": list(plan.stop),
+        "layout": plan.layout,
+        "query_mode": plan.query_mode,
+    }
+    return scope_key(plan.collection, how, model_id, principal=f"key:{plan.guest.id}")
+
+
+def kept_veil(veil: dict[str, Any], usage: dict[str, int], finish_reason: str) -> dict[str, Any]:
+    """What an entry keeps of a released answer: its ``veil``, usage and finish reason."""
+    return {**veil, "served": {"usage": dict(usage), "finish_reason": finish_reason}}
+
+
+def served_again(
+    hit: CachedAnswer, key: Any, *, preview_note: str | None = None
+) -> tuple[dict[str, Any], dict[str, int], str]:
+    """(veil, usage, finish reason) of a hit: the released veil with the key's budget as it
+    is now (nothing was charged) and a ``cache`` note."""
+    veil = {k: v for k, v in hit.veil.items() if k not in ("served", "preview", "cache")}
+    served = hit.veil.get("served") or {}
+    if "guest" in veil and key is not None:
+        veil["guest"] = {
+            "key_id": key.id,
+            "collection": key.collection,
+            "budget": key.budget,
+            "spent": key.spent,
+            "remaining": key.remaining,
+        }
+    veil["cache"] = {
+        "served_again": True,
+        "matched": hit.matched,
+        "similarity": round(hit.similarity, 4),
+        "released_at": hit.created,
+        "note": SERVED_AGAIN_NOTE,
+    }
+    if preview_note is not None:
+        veil["preview"] = preview_note
+    usage = {k: int(v) for k, v in (served.get("usage") or {}).items()}
+    usage = usage or {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    return veil, usage, str(served.get("finish_reason") or "stop")
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
@@ -22,6 +23,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from companion.answer import AnswerContext, AnswerPlan, admit, fit, plan_answer, start
 from companion.answer import result as answer_result
+from companion.answer.cache import answer_scope, kept_veil, served_again
 from companion.answer.guest import charge_guest, guest_request
 from companion.api.deps import (
     ConversationsDep,
@@ -250,6 +252,14 @@ async def chat_completions(
     # 400 before any charge; loads a model that is not loaded yet, in a worker thread
     await run_in_threadpool(_check_length, settings, engine, plan)
     model_id = model.id if model is not None else engine.model_id
+    # A guest's formal answer released before for this question: served again, before
+    # anything is charged (companion/answer/cache.py says why that reveals nothing).
+    scope = answer_scope(plan, model_id) if rag.answers is not None else None
+    if scope is not None and not body.fresh:
+        hit = await run_in_threadpool(rag.answers.lookup, scope, plan.messages)
+        if hit is not None:
+            return _served_again(plan, model_id, hit, body)
+    remember = _remember(rag, None if plan.preview else scope, plan)
     if not body.stream:
         async with engine.slot():
             _charge(plan, keys)
@@ -260,6 +270,7 @@ async def chat_completions(
             async for _ in engine.run_stream(answer.work):
                 pass
         result, veil, usage = answer.parts()
+        await run_in_threadpool(remember, result, veil, usage)
         kept = await run_in_threadpool(
             _save, conversations, plan, body.replace_from, result.text, veil
         )
@@ -274,10 +285,54 @@ async def chat_completions(
     context = await run_in_threadpool(_prepare, settings, rag, engine, plan, body.budget_confirm)
     return StreamingResponse(
         _sse(
-            plan, engine, _Answer(engine, plan, context), model_id, conversations, body.replace_from
+            plan,
+            engine,
+            _Answer(engine, plan, context),
+            model_id,
+            conversations,
+            body.replace_from,
+            remember,
         ),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **_ignored_header(body)},
+    )
+
+
+def _remember(rag: RagService, scope: str | None, plan: AnswerPlan) -> Any:
+    """What keeps a finished answer under ``scope`` (nothing when it is None); a cancelled
+    or failed generation is not kept (it was not released whole)."""
+
+    def keep(result: Any, veil: dict[str, Any], usage: dict[str, int]) -> None:
+        if scope is None or result.finish_reason not in ("stop", "length"):
+            return
+        finish = answer_result.finish_reason(result)
+        rag.answers.store(scope, plan.messages, result.text, kept_veil(veil, usage, finish))
+
+    return keep
+
+
+def _served_again(plan: AnswerPlan, model_id: str, hit: Any, body: ChatCompletionRequest) -> Any:
+    """The response of a cached answer: the same text, its veil with the key's budget now."""
+    veil, usage, finish = served_again(
+        hit, plan.guest, preview_note=answer_result.PREVIEW_NOTE if plan.preview else None
+    )
+    headers = _ignored_header(body)
+    if not body.stream:
+        result = SimpleNamespace(text=hit.answer, finish_reason=finish)
+        completion = _completion(plan, model_id, result, veil, usage)
+        return JSONResponse(completion, headers=headers)
+
+    async def events() -> AsyncIterator[str]:
+        yield _event(_chunk(plan, model_id, {"role": "assistant", "content": ""}, None))
+        yield _event(_chunk(plan, model_id, {"content": hit.answer}, None))
+        final = _chunk(plan, model_id, {}, finish)
+        yield _event(final | {"veil": veil, "usage": usage})
+        yield _event("[DONE]")
+
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers},
     )
 
 
@@ -403,6 +458,7 @@ async def _sse(
     model_id: str,
     conversations: Any,
     replace_from: int | None = None,
+    remember: Any = None,
 ) -> AsyncIterator[str]:
     yield _event(_chunk(plan, model_id, {"role": "assistant", "content": ""}, None))
     try:
@@ -425,6 +481,8 @@ async def _sse(
         yield _event("[DONE]")
         return
     result, veil, usage = answer.parts()
+    if remember is not None:
+        await run_in_threadpool(remember, result, veil, usage)
     final = _chunk(plan, model_id, {}, answer_result.finish_reason(result))
     final["veil"] = veil
     try:

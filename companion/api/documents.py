@@ -243,11 +243,21 @@ def delete_document(rag: RagDep, request: Request, doc_id: DocId) -> dict[str, A
     (marked deleted there).  After a full disk (507), deleting again finishes the job."""
     from companion.api.deps import get_conversations
 
+    info = rag.store.document(doc_id)
+    if info is not None:  # released answers may quote it: none of its collection is served
+        _forget_answers(rag, info.collection)
     deleted = rag.store.delete_document(doc_id)
     get_conversations(request).forget_document(doc_id)  # also when a retry finds it gone
     if not deleted:
         raise APIError(404, ErrorCode.NOT_FOUND, f"no document with id {doc_id}")
     return {"deleted": True, "id": doc_id}
+
+
+def _forget_answers(rag: Any, collection: str) -> None:
+    """Every released answer kept for ``collection`` (companion/answer/cache.py): a deleted
+    document is gone from what guests are served again too."""
+    if rag.answers is not None:
+        rag.answers.clear(collection)
 
 
 @router.get("/v1/collections", response_model=list[CollectionOut], summary="List collections")
@@ -261,6 +271,7 @@ def delete_collection(rag: RagDep, request: Request, name: str) -> dict[str, Any
     from companion.api.deps import get_conversations
 
     ids = [d.id for d in rag.store.documents(name)]
+    _forget_answers(rag, name)
     if not rag.store.delete_collection(name):
         raise APIError(404, ErrorCode.NOT_FOUND, f"no collection named {name!r}")
     get_conversations(request).forget_documents(ids)

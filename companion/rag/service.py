@@ -28,6 +28,9 @@ class RagService:
     max_chunks: int = 2500  # chunks per document
     chunk_max_tokens: int = 1024  # UTF-8 bytes per chunk, so tokens of a byte-level tokenizer
     retrieval: RetrievalOptions = field(default_factory=RetrievalOptions)
+    # Guests' released formal answers, served again at no cost
+    # (companion.answer.cache.AnswerCache; None: not kept).
+    answers: Any = None
 
     def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         vectors = self.embedder.encode(

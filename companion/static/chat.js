@@ -710,6 +710,12 @@ function renderReceipt(div, veil, asked) {
   statement.className = "receipt-statement";
   statement.textContent = r.statement || "";
   box.append(headline, statement);
+  if (veil.cache && veil.cache.served_again) { // released before: served again, nothing charged
+    const again = document.createElement("div");
+    again.className = "receipt-served-again";
+    again.textContent = veil.cache.note;
+    box.append(again);
+  }
   const details = document.createElement("details");
   const summary = document.createElement("summary");
   summary.textContent = "details";
@@ -778,6 +784,7 @@ async function send(text, { fromPrompt = false, replace = null } = {}) {
   const div = addMessage("assistant", "");
   const body = state.guest ? guestBody(text) : ownerBody(text);
   if (replaceFrom) body.replace_from = replaceFrom;
+  if (replace && state.guest) body.fresh = true; // Regenerate: a new answer, not the one served before
   // budget.js: under a formal defense, show what the answer will charge and ask first
   if (!state.guest && !(await confirmSpend(body, text))) { state.busy = false; updateSend(); return; }
   const keep = () => { question.dataset.kept = "1"; div.dataset.kept = "1"; }; // a guest's history

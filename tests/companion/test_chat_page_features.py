@@ -300,6 +300,7 @@ def test_a_guest_key_gets_a_chat_only_page(site):
     page.click(".msg.assistant:nth-of-type(4) .regenerate")
     page.wait_for_selector(".msg.assistant:nth-of-type(4) .receipt", timeout=60_000)
     assert page.locator(".msg").count() == 4
+    assert requests[-1]["fresh"] is True  # a new answer, not the one released before
     assert [m["content"] for m in requests[-1]["messages"]] == [
         "When does the clinic open?",
         "The clinic opens at **nine**.",
@@ -311,6 +312,17 @@ def test_a_guest_key_gets_a_chat_only_page(site):
     page.wait_for_selector(".msg.assistant .receipt", timeout=60_000)
     assert page.locator(".msg").count() == 2
     assert [m["content"] for m in requests[-1]["messages"]] == ["When does the clinic close?"]
+    # the same question again (a new conversation): the answer released before, served
+    # again at no cost -- the page says so and the key's budget does not move
+    left = float(page.get_attribute("#guest-state", "data-remaining"))
+    first = page.inner_text(".msg.assistant .answer")
+    page.click("#guest-new")
+    page.fill("#prompt", "When does the clinic close?")
+    page.click("#send")
+    page.wait_for_selector(".msg.assistant .receipt-served-again", timeout=60_000)
+    assert "Nothing was charged" in page.inner_text(".msg.assistant .receipt-served-again")
+    assert page.inner_text(".msg.assistant:last-of-type .answer") == first
+    assert float(page.get_attribute("#guest-state", "data-remaining")) == pytest.approx(left)
     # revoked: the page says so in one sentence
     assert httpx.delete(f"{url}/v1/keys/{made['guest_key']['id']}", headers=auth).is_success
     page.fill("#prompt", "Still there?")

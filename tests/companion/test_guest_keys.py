@@ -483,11 +483,17 @@ def test_a_guest_may_restate_the_keys_own_terms(client):
 def test_a_keys_budget_is_charged_the_calibrated_epsilon_and_enforced(client):
     """Each answer costs its calibrated epsilon, charged first; past the cap: 403, key unchanged."""
     raw = _new_key(client, defense_params={"epsilon": 1}, budget=2.5)
-    for _ in range(2):
-        ok = client.post("/v1/chat/completions", json=_ask(max_tokens=2), headers=_as(raw))
+    # two different questions (a repeat is served again at no cost: the next test)
+    for question in ("What should patient 1041 take?", "What should patient 2210 take?"):
+        asked = {"messages": [{"role": "user", "content": question}], "max_tokens": 2}
+        ok = client.post("/v1/chat/completions", json=asked, headers=_as(raw))
         assert ok.status_code == 200, ok.text
     assert ok.json()["veil"]["guest"]["spent"] == pytest.approx(2.0, abs=1e-6)
-    spent = client.post("/v1/chat/completions", json=_ask(max_tokens=2), headers=_as(raw))
+    third = {
+        "messages": [{"role": "user", "content": "What should patient 3307 take?"}],
+        "max_tokens": 2,
+    }
+    spent = client.post("/v1/chat/completions", json=third, headers=_as(raw))
     assert spent.status_code == 403 and _error(spent)["code"] == "guest_budget_spent"
     assert "budget is spent" in _error(spent)["message"]
     info = next(k for k in client.get("/v1/keys").json()["data"] if k["budget"] == 2.5)
