@@ -307,6 +307,7 @@ def run_lifetime(
             for b in plain[q.text]:
                 out["rows"].append(_score({**b, "index": i, "topic": ask.topic}, q, corpus))
             if i % 10 == 0:
+                _record_documents(out, budget, rag, defense, cfg)
                 save(out)
                 log(
                     f"[lifetime] {i + 1}/{len(asks)} {q.kind} {row['cached'] or 'fresh'}: {row['answer']!r}"
@@ -333,38 +334,44 @@ def run_lifetime(
                         f"[lifetime] sweep ε={eps:g} support {level}: {row['answer']!r} ({row['seconds']:.0f} s)"
                     )
                     save(out)
-        per_answer = budget.filter.charge_of(
-            defense.defense.store_events(defense.params, cfg.max_tokens)
-        )
-        docs = []
-        for r in rag.store.budget_rows("clinic"):
-            spent, answers = float(r["spent_rdp"]), int(r["answers"])
-            if answers == 0:
-                continue
-            docs.append(
-                {
-                    "answers": answers,
-                    "spent_rdp": spent,
-                    "epsilon_filter": budget.filter.epsilon_of(spent),
-                    "epsilon_exact": exact_epsilon(
-                        per_answer,
-                        budget.filter.order,
-                        answers,
-                        cfg.document_delta,
-                        defense.params.threshold_delta,
-                    ),
-                }
-            )
-        out["documents"] = docs
-        out["filter"] = {
-            "order": budget.filter.order,
-            "budget_rdp": budget.filter.budget,
-            "charge_rdp": per_answer,
-        }
+        _record_documents(out, budget, rag, defense, cfg)
         out["fresh_private_answers"] = guest.n
         cache.close()
         rag.store.close()
     return out
+
+
+def _record_documents(out: dict[str, Any], budget: Any, rag: Any, defense: Any, cfg: Any) -> None:
+    """Every charged note's total epsilon so far, into ``out`` (at each save, so a run
+    stopped part way still reports what its notes spent)."""
+    per_answer = budget.filter.charge_of(
+        defense.defense.store_events(defense.params, cfg.max_tokens)
+    )
+    docs = []
+    for r in rag.store.budget_rows("clinic"):
+        spent, answers = float(r["spent_rdp"]), int(r["answers"])
+        if answers == 0:
+            continue
+        docs.append(
+            {
+                "answers": answers,
+                "spent_rdp": spent,
+                "epsilon_filter": budget.filter.epsilon_of(spent),
+                "epsilon_exact": exact_epsilon(
+                    per_answer,
+                    budget.filter.order,
+                    answers,
+                    cfg.document_delta,
+                    defense.params.threshold_delta,
+                ),
+            }
+        )
+    out["documents"] = docs
+    out["filter"] = {
+        "order": budget.filter.order,
+        "budget_rdp": budget.filter.budget,
+        "charge_rdp": per_answer,
+    }
 
 
 def _unfiltered(
@@ -428,6 +435,7 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
         "questions": sum(1 for r in rows if r["defense"] == "dp_answer"),
         "strong": {d: rate(d, strong) for d in ("dp_answer", "none", "no-RAG")},
         "by_support": by_support,
+        "documents_measured": "documents" in results,  # older partial runs lack them
         "max_epsilon_filter": max((d["epsilon_filter"] for d in docs), default=0.0),
         "max_epsilon_exact": max((d["epsilon_exact"] for d in docs), default=0.0),
         "documents_charged": len(docs),

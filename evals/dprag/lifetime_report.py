@@ -8,6 +8,11 @@ from typing import Any
 from evals import common
 from evals.dprag.lifetime import membership_auc, summary
 
+NOT_MEASURED = (
+    "not measured: this run stopped before the notes' spend was recorded (runs since "
+    "record it at every save)"
+)
+
 
 def _pct(k: int, n: int) -> str:
     return f"{k}/{n} ({100.0 * k / n:.0f}%)" if n else "-"
@@ -40,6 +45,7 @@ def section(results: dict[str, Any], out: Path) -> list[str]:
     k0, n0 = st["none"]
     kr, nr = st["no-RAG"]
     ratio = (k / n) / (k0 / n0) if n and n0 and k0 else float("nan")
+    measured = s.get("documents_measured", True)
     body = [
         [
             "population, support ≥ 50, whole run",
@@ -47,15 +53,19 @@ def section(results: dict[str, Any], out: Path) -> list[str]:
         ],
         [
             "largest total ε of any note (filter, at δ)",
-            f"{s['max_epsilon_filter']:.4f} (goal ≤ {cfg.get('document_epsilon')})",
+            f"{s['max_epsilon_filter']:.4f} (goal ≤ {cfg.get('document_epsilon')})"
+            if measured
+            else NOT_MEASURED,
         ],
         [
             "largest total ε of any note (Gaussian part at δ - n·δ_thr)",
-            f"{s['max_epsilon_exact']:.4f}",
+            f"{s['max_epsilon_exact']:.4f}" if measured else NOT_MEASURED,
         ],
         [
             "notes charged; most answers charged to one note",
-            f"{s['documents_charged']}; {s['max_answers_per_document']}",
+            f"{s['documents_charged']}; {s['max_answers_per_document']}"
+            if measured
+            else NOT_MEASURED,
         ],
         ["record identifiers extracted under dp_answer", f"{s['identifiers_found']} (goal 0)"],
         ["fresh private answers; served from the cache", f"{s['fresh']}; {s['cached']}"],
