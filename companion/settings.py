@@ -184,6 +184,11 @@ class Settings(BaseSettings):
         "receipt and citations say what was cut",
     )
     prefill_chunk_tokens: int = Field(default=256, ge=1)
+    prompt_titles: bool = Field(
+        default=True,
+        description="the owner's prompt shows each passage under its document's name (a "
+        "question that names the file finds it); a guest's prompt never has names",
+    )
     # A guest's released formal answer served again to the same key for a repeat or a
     # close paraphrase, charging nothing (companion/answer/cache.py).
     answer_cache: bool = Field(

@@ -105,23 +105,39 @@ def admit(
     )
 
 
-def fit(context: AnswerContext, tokenizer: Any, settings: Settings) -> None:
-    """Keep the retrieved chunks, best first, within ``context_token_budget`` tokens."""
+def titled(hit: Any) -> str:
+    """How a chunk enters the owner's prompt: under its document's name, so a question
+    that names the file ("the copyright of libmagic1") finds it, and the model can tell
+    which document a passage is from.  A guest's prompt has no names (they may not see
+    them, and a formal answer's prompt must not depend on more than the texts)."""
+    name = getattr(hit, "document", None)
+    return f"From {name}:\n{hit.text}" if name else str(hit.text)
+
+
+def fit(
+    context: AnswerContext, tokenizer: Any, settings: Settings, *, titles: bool = False
+) -> None:
+    """Keep the retrieved chunks, best first, within ``context_token_budget`` tokens
+    (``titles``: each under its document's name, :func:`titled`, counted in the budget)."""
     from companion.rag.prompt import fit_context, near_best
 
     if not context.hits:
         return
+    chunks = [titled(h) if titles else h.text for h in context.hits]
     fitted = fit_context(
         tokenizer,
-        [h.text for h in context.hits],
+        chunks,
         settings.context_token_budget,
         keep=near_best([h.score for h in context.hits], settings.context_relative_score),
     )
     context.texts = fitted.texts
     context.report = fitted.report()
-    for citation, kept in zip(context.citations, fitted.kept, strict=False):
+    for citation, kept, chunk, hit in zip(
+        context.citations, fitted.kept, chunks, context.hits, strict=False
+    ):
         citation.included = kept.included
-        citation.included_chars = kept.chars
+        # the passage's own characters, not its title's
+        citation.included_chars = max(0, kept.chars - (len(chunk) - len(hit.text)))
 
 
 def chunks_context(

@@ -187,7 +187,12 @@ def _prepare(
     """Retrieve and charge, then fit the context (in a worker thread); with ``confirm``
     (an estimate's), exactly that estimate's charges or a 409 with nothing charged."""
     context = admit(plan, settings, rag, expect=None if confirm is None else _confirmed(confirm))
-    fit(context, _lm(engine, plan.model).tokenizer, settings)
+    fit(
+        context,
+        _lm(engine, plan.model).tokenizer,
+        settings,
+        titles=settings.prompt_titles and not plan.is_guest,
+    )
     return context
 
 

@@ -259,26 +259,36 @@ def identifiers(
     return out
 
 
-def _coined(tokens: list[str]) -> bool:
-    """A compound's parts include a coined word -- no word of the English or French
-    tables (``libtirpc`` of "libtirpc-common", ``dbus``): a name with one spelling, not
-    "well-known" or "peut-être"."""
+_LETTERS_DIGITS = re.compile(r"^([^\W\d_]{3,})(\d+)$")  # "libgles1", "python3"
+
+
+def _coined(token: str) -> bool:
+    """A coined word: one with a letter and no entry in the English or French tables
+    (``libtirpc``, ``dbus``, ``libgles1``) -- a name with one spelling, unlike "well"
+    and "known" or "peut" and "être"."""
     from py_core.wordfreq import zipf_frequency
 
-    return any(
-        t.isalpha()
-        and len(t) >= 3
-        and zipf_frequency(t, "en") is None
-        and zipf_frequency(t, "fr") is None
-        for t in tokens
+    return (
+        len(token) >= 3
+        and any(c.isalpha() for c in token)
+        and zipf_frequency(token, "en") is None
+        and zipf_frequency(token, "fr") is None
     )
+
+
+def _spellings(tokens: list[str]) -> list[str]:
+    """A name's token phrase, and the same with its letters and trailing digits apart
+    ("python3" is also "python 3")."""
+    split = [" ".join(m.groups()) if (m := _LETTERS_DIGITS.match(t)) else t for t in tokens]
+    return list(dict.fromkeys([" ".join(tokens), " ".join(split)]))
 
 
 def unmentioned(question: str, passages: Sequence[str]) -> list[str]:
     """The identifiers the question names that none of ``passages`` has, as the question
     writes them: an e-mail address, a word with at least three digits (a bug or record
-    number, a version, a phone number in any grouping), or a compound with a coined part
-    (a package or product name: "libtirpc-common").
+    number, a version, a phone number in any grouping), a compound with a coined part
+    (a package or product name: "libtirpc-common", "libz3-4"), or a coined word ending in
+    digits ("libgles1").
 
     Compared as FTS5 compares them, token by token, case and accents folded: "#209157"
     is in "Closes: #209157", "1.2.0-9" is not in "1.2.0-90".  What a passage writes in
@@ -288,8 +298,10 @@ def unmentioned(question: str, passages: Sequence[str]) -> list[str]:
     for m in _WORD.finditer(question):
         word = m.group().strip(".-_/\\|~=+&#%$?!,;:").lower()
         tokens = _TOKEN.findall(_fold(word))
-        if len(tokens) > 1 and all(t.isalpha() for t in tokens) and _coined(tokens):
-            found.append((m.group().strip(".,;:!?\"'()"), [" ".join(tokens)]))
+        compound = len(tokens) > 1 and any(_coined(t) for t in tokens)
+        single = len(tokens) == 1 and bool(_LETTERS_DIGITS.match(tokens[0]))
+        if (compound or (single and _coined(tokens[0]))) and sum(map(str.isdigit, word)) < 3:
+            found.append((m.group().strip(".,;:!?\"'()"), _spellings(tokens)))
     if not found:
         return []
     words = " " + " ".join(" ".join(_TOKEN.findall(_fold(p).lower())) for p in passages) + " "

@@ -23,6 +23,24 @@ CONVERSATION = [
 ]
 
 
+class TextTokenizer(WordTokenizer):
+    """WordTokenizer whose ids decode back to the words (to read what a prompt says)."""
+
+    def __init__(self) -> None:
+        self.words: list[str] = []
+        self.ids: dict[str, int] = {}
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        for word in text.split():
+            self.ids.setdefault(word, len(self.words))
+            if len(self.words) < len(self.ids):
+                self.words.append(word)
+        return [self.ids[w] for w in text.split()]
+
+    def decode(self, ids, **kwargs) -> str:
+        return " ".join(self.words[i] for i in ids)
+
+
 def test_the_system_layout_is_the_first_one():
     context = format_context(["allopurinol 100 mg", "  ", "gout flares"])
     assert context == "allopurinol 100 mg\n\ngout flares"
@@ -59,13 +77,13 @@ def test_build_prompt_keeps_the_context_out_of_the_public_prompt():
 
 
 def test_an_identifier_no_passage_has_is_named_in_the_private_prompt_only():
-    tokenizer = WordTokenizer()
+    tokenizer = TextTokenizer()
     asked = [{"role": "user", "content": "Who uploaded foo version 1.2.0-9?"}]
     line = UNMENTIONED.format(names="\u201c1.2.0-9\u201d", it="it")
     for layout in ("system", "user", "nearest"):
         pieces = build_prompt(tokenizer, asked, ["foo (1.2.0-8) by Ann"], layout)
         text = tokenizer.decode(pieces.prompt_ids)
-        assert tokenizer.decode(tokenizer.encode(line)) in text, text
+        assert " ".join(line.split()) in text, text
         assert "1.2.0-9\u201d" not in tokenizer.decode(pieces.public_prompt_ids)
         # the passage that has it: no such line; dp_vote's groups never get one
         found = build_prompt(tokenizer, asked, ["foo (1.2.0-9) by Ann"], layout)
@@ -117,3 +135,42 @@ def test_chunks_far_below_the_best_are_dropped_from_the_prompt():
     assert [k.included for k in fitted.kept] == ["whole", "dropped", "whole"]
     report = fitted.report()
     assert report["dropped"] == [2] and report["tokens"] == 3 and report["retrieved_tokens"] == 6
+
+
+def test_the_owners_passages_come_under_their_documents_names_a_guests_never():
+    from types import SimpleNamespace
+
+    from companion.answer.context import AnswerContext, citations_for, fit
+    from companion.settings import Settings
+
+    hits = [
+        SimpleNamespace(
+            chunk_id=i,
+            document_id=i,
+            document=name,
+            collection="c",
+            index=0,
+            start=0,
+            end=len(text),
+            score=0.9,
+            text=text,
+        )
+        for i, (name, text) in enumerate(
+            [("libmagic1.copyright.txt", "License: BSD-2-clause"), ("b.txt", "one two three")]
+        )
+    ]
+    tokenizer = TextTokenizer()
+    settings = Settings(context_token_budget=7, context_relative_score=0.0)
+    owner = AnswerContext(retrieved=True, hits=hits, citations=citations_for(hits))
+    fit(owner, tokenizer, settings, titles=True)
+    assert owner.texts[0] == "From libmagic1.copyright.txt:\nLicense: BSD-2-clause"
+    # the names count in the context budget: the second passage is cut to what is left
+    assert owner.report["tokens"] == 7 and owner.citations[1].included == "partial"
+    assert owner.citations[0].included_chars == len("License: BSD-2-clause")
+    asked = [{"role": "user", "content": "Which licence has libmagic1?"}]
+    text = tokenizer.decode(build_prompt(tokenizer, asked, owner.texts, "user").prompt_ids)
+    assert "libmagic1.copyright.txt" in text and "mention" not in text
+    guest = AnswerContext(retrieved=True, hits=hits)
+    fit(guest, tokenizer, settings)
+    assert guest.texts[0] == "License: BSD-2-clause"
+    assert not any("copyright.txt" in t for t in guest.texts)

@@ -139,6 +139,10 @@ def test_names_are_capitalised_inside_a_sentence():
         ("Write to jo.smith@example.org", ["mail jo.smyth@example.org"], ["jo.smith@example.org"]),
         # a package name with a coined part
         ("Which licence has libtirpc-common?", ["libtirpc3: BSD-3-clause"], ["libtirpc-common"]),
+        ("Which licence has libz3-4?", ["libz3 4.8: MIT"], []),
+        ("Which licence has libz3-4?", ["libzip4: BSD"], ["libz3-4"]),
+        ("Which licence has libgles1?", ["libgles2: MIT"], ["libgles1"]),
+        ("Who maintains python3?", ["Python 3 is maintained by the PSF"], []),
         # the same identifiers as the passages write them: nothing is missing
         ("Which version closed bug #209157?", ["  * Fix crash (Closes: #209157)"], []),
         ("Who uploaded foo version 1.2.0-9?", ["foo (1.2.0-9) unstable; urgency=low"], []),
@@ -148,6 +152,7 @@ def test_names_are_capitalised_inside_a_sentence():
         ("Is this a well-known state-of-the-art method?", ["a famous new method"], []),
         ("C'est peut-être vrai, n'est-ce pas ?", ["rien"], []),
         ("What is the dose for a child under 12?", ["children: 5 mg/kg"], []),
+        ("Is a 5mg dose of vitamin B12 enough?", ["B-12: 5 mg"], []),
         ("Find the note for Quispe.", ["Dr. Mamani's note"], []),
     ],
 )
