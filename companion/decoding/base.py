@@ -210,6 +210,9 @@ class Guarantee:
     relation: str | None
     covers: str
     note: str
+    # The relation is one document *of the store* (not of the retrieved context): the
+    # receipt's epsilon is then the store-level one (:meth:`Defense.calibrated_epsilon`).
+    store_level: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -269,8 +272,19 @@ class Defense:
         return self.calibrated(config, max_tokens)
 
     def calibrated_epsilon(self, config: Any, max_tokens: int) -> float | None:
-        """The (epsilon at the config's delta) of :meth:`calibrated_events`, or None if not formal."""
-        events = self.calibrated_events(config, max_tokens)
+        """The epsilon at the config's delta for the relation the guarantee states -- the
+        receipt's, and what a guest key is charged -- or None if not formal.
+
+        For a guarantee stated for one document of the store (``store_level``: dp_answer,
+        whose worst case moves two groups) that is :meth:`store_events`' epsilon (5 at
+        epsilon 5), never the one-group figure (2.32), which would state less loss than
+        the relation allows; otherwise :meth:`calibrated_events`' (dp_vote's relation is
+        one retrieved document)."""
+        events = (
+            self.store_events(config, max_tokens)
+            if self.guarantee.store_level
+            else self.calibrated_events(config, max_tokens)
+        )
         if not events:
             return None
         return RdpAccountant().compose_all(events).get_epsilon(config.delta)

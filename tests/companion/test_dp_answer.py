@@ -44,6 +44,24 @@ def test_store_level_epsilon_is_the_configured_one_and_dp_accountings(epsilon: f
     assert one.rdp(3.0) == pytest.approx(events[0].rdp(3.0) / 4)
 
 
+@pytest.mark.parametrize("epsilon", [2.0, 5.0, 10.0])
+def test_the_receipt_and_a_keys_charge_are_the_store_level_epsilon(epsilon: float) -> None:
+    """The receipt states "one document of the store": its epsilon (and what a guest key
+    pays, companion.answer.guest) is that relation's -- the configured one -- not the
+    one-group figure, which states less loss than the relation allows."""
+    config = da.DpAnswerConfig(epsilon=epsilon)
+    entry = DefenseConfig("dp_answer", config).defense
+    assert entry.guarantee.relation == da.ADD_REMOVE_STORE_DOCUMENT
+    shown = entry.calibrated_epsilon(config, 64)
+    assert shown == pytest.approx(epsilon, rel=1e-6)
+    (one,) = entry.calibrated_events(config, 64)
+    one_group = RdpAccountant().compose_all([one]).get_epsilon(config.delta)
+    assert one_group < 0.6 * shown  # what the receipt showed before (2.32 at epsilon 5)
+    # dp_vote states one retrieved document: its receipt keeps that relation's epsilon
+    vote = DefenseConfig.from_options("dp_vote", {"epsilon": 4.0})
+    assert vote.defense.calibrated_epsilon(vote.params, 8) == pytest.approx(4.0, rel=1e-6)
+
+
 def test_threshold_delta_holds_with_equality() -> None:
     config = da.DpAnswerConfig(epsilon=5.0, threshold_delta=1e-8)
     cal = da.calibrate(config)

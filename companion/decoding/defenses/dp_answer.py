@@ -665,6 +665,7 @@ DEFENSE = Defense(
     guarantee=Guarantee(
         formal=True,
         relation=ADD_REMOVE_STORE_DOCUMENT,
+        store_level=True,
         covers="every token",
         note="The documents are split into disjoint groups; each group proposes a short answer "
         "and one noisy count of the proposals is released per answer, with a threshold that an "
