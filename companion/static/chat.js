@@ -471,6 +471,17 @@ async function exportConversation(id) {
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
 
+// A conversation created for a question that was then not sent: removed again (it has
+// no message), and the page shows a new one.
+async function dropUnused(id) {
+  if (!id) return;
+  try { await api("/v1/conversations/" + id, { method: "DELETE" }); } catch { /* kept: harmless */ }
+  const why = $("chat-context").textContent;
+  if (state.conversation === id) newConversation();
+  $("chat-context").textContent = why;
+  await refreshConversations();
+}
+
 function newConversation() {
   state.conversation = null;
   state.history = [];
@@ -775,6 +786,7 @@ async function send(text, { fromPrompt = false, replace = null } = {}) {
   if (!state.guest && !validate()) return;
   state.busy = true;
   updateSend();
+  const started = !state.guest && !state.conversation; // this question starts a conversation
   if (!state.guest && !(await ensureConversation(text))) { state.busy = false; updateSend(); return; }
   if (fromPrompt) $("prompt").value = "";
   const replaceFrom = replace ? removeFrom(replace) : null;
@@ -786,7 +798,10 @@ async function send(text, { fromPrompt = false, replace = null } = {}) {
   if (replaceFrom) body.replace_from = replaceFrom;
   if (replace && state.guest) body.fresh = true; // Regenerate: a new answer, not the one served before
   // budget.js: under a formal defense, show what the answer will charge and ask first
-  if (!state.guest && !(await confirmSpend(body, text))) { state.busy = false; updateSend(); return; }
+  if (!state.guest && !(await confirmSpend(body, text))) {
+    if (started) await dropUnused(state.conversation); // no empty conversation is left behind
+    state.busy = false; updateSend(); return;
+  }
   const keep = () => { question.dataset.kept = "1"; div.dataset.kept = "1"; }; // a guest's history
   const notKept = () => {
     if (!replaceFrom) return;

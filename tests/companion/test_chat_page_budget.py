@@ -81,6 +81,21 @@ def test_meters_ask_before_spending_reset_with_a_reason_and_the_log(site):  # no
     assert _log(url, auth) == log_before
     assert page.input_value("#prompt") == "and gout?"
     assert page.locator(".msg.assistant").count() == 1  # the plain answer only
+    # declined as the first question of a new conversation: no empty conversation is kept
+    kept = httpx.get(f"{url}/v1/conversations", headers=auth).json()["data"]
+    page.click("#new-conversation")
+    page.fill("#prompt", "gout again?")
+    page.click("#send")
+    page.wait_for_selector("#budget-confirm-dialog[open]")
+    page.click("#budget-confirm-dialog .budget-cancel")
+    page.wait_for_selector("#chat-context:has-text('nothing was charged')")
+    page.wait_for_function(
+        "n => document.querySelectorAll('#conversation-list li').length === n", arg=len(kept)
+    )
+    assert httpx.get(f"{url}/v1/conversations", headers=auth).json()["data"] == kept
+    assert page.input_value("#prompt") == "gout again?" and not completions
+    page.click(f"#conversation-list li:has-text('{kept[0]['title']}') .conversation-open")
+    page.wait_for_selector(".msg.assistant .answer:has-text('Plainly: colchicine.')")
     # Regenerate asks too (estimated with replace_from); declined, the page is as stored
     with page.expect_request(lambda r: r.url.endswith("/v1/budget/estimate")) as asked:
         page.click(".msg.assistant .regenerate:visible")
