@@ -534,6 +534,7 @@ def chat_settings(settings: SettingsDep, engine: EngineDep) -> dict[str, Any]:
         "upload": {
             "extensions": list(SUPPORTED_SUFFIXES),
             "max_upload_bytes": settings.max_upload_bytes,
+            "max_upload_files": settings.max_upload_files,
         },
     }
 

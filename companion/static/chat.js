@@ -98,8 +98,7 @@ function showGuest(info, receipt) {
 function applySettings() {
   const s = state.settings;
   $("files").accept = s.upload.extensions.join(",");
-  const mb = (s.upload.max_upload_bytes / 1e6).toFixed(0);
-  $("files-hint").textContent = `Accepted files: ${s.upload.extensions.join(" ")} (up to ${mb} MB per upload).`;
+  $("files-hint").textContent = `Accepted files: ${s.upload.extensions.join(" ")} (up to ${bytesText(s.upload.max_upload_bytes)} per upload; more files go in several).`;
   $("retrieval-mode").textContent = "";
   for (const mode of s.retrieval_modes) {
     $("retrieval-mode").append(new Option(mode + (mode === s.retrieval_mode ? " (default)" : ""), mode, false, mode === s.retrieval_mode));
@@ -318,21 +317,62 @@ async function upload() {
     $("upload-state").textContent = `Not uploaded: ${refused.map((f) => f.name).join(", ")} — the companion reads ${accepted.join(" ")}.`;
     return;
   }
-  const form = new FormData();
-  for (const file of files) form.append("files", file);
-  form.append("collection", name);
-  $("upload-state").textContent = "Ingesting…";
+  const limit = state.settings ? state.settings.upload.max_upload_bytes : Infinity;
+  const most = (state.settings && state.settings.upload.max_upload_files) || Infinity;
+  const batches = uploadBatches([...files], limit, most);
+  const big = [...files].filter((f) => f.size + UPLOAD_OVERHEAD > limit);
+  if (big.length) {
+    $("upload-state").textContent = `Not uploaded: ${big.map((f) => `${f.name} (${bytesText(f.size)})`).join(", ")} — the companion takes up to ${bytesText(limit)} per upload; split the file or raise max_upload_bytes.`;
+    return;
+  }
+  let added = 0, there = 0, done = 0;
   try {
-    const result = await api("/v1/documents", { method: "POST", body: form });
-    const added = result.documents.filter((d) => d.created).length;
-    const there = result.documents.length - added;
+    for (const [i, batch] of batches.entries()) {
+      const form = new FormData();
+      for (const file of batch) form.append("files", file);
+      form.append("collection", name);
+      $("upload-state").textContent = batches.length > 1
+        ? `Ingesting… part ${i + 1} of ${batches.length} (${plural(done, "file")} done)`
+        : "Ingesting…";
+      const result = await api("/v1/documents", { method: "POST", body: form });
+      added += result.documents.filter((d) => d.created).length;
+      there += result.documents.filter((d) => !d.created).length;
+      done += batch.length;
+    }
     $("upload-state").textContent = `${plural(added, "file")} added, ${there} already there.`;
     $("files").value = ""; $("new-collection").value = "";
+  } catch (err) {
+    const kept = done ? ` (${plural(done, "file")} before it were uploaded: ${added} added, ${there} already there)` : "";
+    $("upload-state").textContent = "Upload failed: " + err.message + kept;
+  }
+  if (done) {
     await refreshCollections(name);
     await saveSettings();
-  } catch (err) {
-    $("upload-state").textContent = "Upload failed: " + err.message;
   }
+}
+
+function bytesText(n) {
+  if (n >= 1e6) return `${(n / 1e6).toFixed(n >= 1e7 ? 0 : 1)} MB`;
+  return `${Math.max(1, Math.round(n / 1e3))} kB`;
+}
+
+// What one file adds to a multipart request besides its bytes (headers, boundary), with room.
+const UPLOAD_OVERHEAD = 4096;
+
+// The files in requests that each fit the companion's upload limits (bytes, files), in the
+// order chosen.
+function uploadBatches(files, limit, most) {
+  const batches = [];
+  let current = [], size = 1024;
+  for (const file of files) {
+    const cost = file.size + UPLOAD_OVERHEAD;
+    if (current.length && (size + cost > limit || current.length >= most)) {
+      batches.push(current); current = []; size = 1024;
+    }
+    current.push(file); size += cost;
+  }
+  if (current.length) batches.push(current);
+  return batches;
 }
 
 // ------------------------------------------------------------------ conversations

@@ -250,6 +250,39 @@ def test_a_deleted_collection_is_never_asked_for_after_a_reload(site):
     assert requests and requests[-1].get("collection") != "old"
 
 
+def test_many_files_go_in_uploads_that_fit_the_limits_and_a_too_large_one_is_named(site):
+    page, url, app, _, tmp_path = site
+    app.state.settings.max_upload_files = 2
+    app.state.settings.max_upload_bytes = 64_000
+    _connect(page, url, app.state.token)
+    paths = []
+    for i in range(5):
+        note = tmp_path / f"note-{i}.txt"
+        note.write_text(f"Note {i}: the clinic sees gout patient {i} on day {i}.")
+        paths.append(str(note))
+    posts: list[str] = []
+    page.on(
+        "request",
+        lambda r: posts.append(r.url) if r.method == "POST" and "/v1/documents" in r.url else None,
+    )
+    page.fill("#new-collection", "many")
+    page.set_input_files("#files", paths)
+    page.click("#upload")
+    page.wait_for_selector("#upload-state:has-text('5 files added')", timeout=60_000)
+    assert len(posts) == 3  # 2 + 2 + 1: each request within max_upload_files
+    for i in range(5):
+        page.wait_for_selector(f"#doc-list li:has-text('note-{i}.txt')")
+    # a file over the limit alone: named, with the limit, and nothing is sent
+    big = tmp_path / "big.txt"
+    big.write_text("gout " * 20_000)
+    page.set_input_files("#files", [str(big), paths[0]])
+    page.click("#upload")
+    page.wait_for_selector("#upload-state:has-text('big.txt')")
+    said = page.inner_text("#upload-state")
+    assert "big.txt (100 kB)" in said and "up to 64 kB per upload" in said, said
+    assert "Not uploaded" in page.inner_text("#upload-state") and len(posts) == 3
+
+
 @pytest.mark.slow
 def test_a_guest_key_gets_a_chat_only_page(site):
     page, url, app, script, _ = site
