@@ -154,6 +154,7 @@ class LlamaCppLM:
         self.vocab = self._model.get_vocab()
         self.n_vocab = int(self.vocab.n_vocab)
         self.n_ctx_train = int(self._model.n_ctx_train)
+        self.n_params = int(self._model.n_params)  # the GGUF's weights, counted by llama.cpp
         self.threads = threads or default_threads()
         self.description = str(self._model.desc)  # e.g. "qwen2 1.5B Q4_K - Medium"
         # The GGUF's weight type ("Q4_K - Medium"): what /healthz reports as the dtype.

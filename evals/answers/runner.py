@@ -222,7 +222,9 @@ def run_evaluation(
                     "load_s": load_s,
                     "rss_gb": _rss_gb(),
                     "dtype": getattr(loaded, "dtype", None),
-                    "parameters": sum(p.numel() for p in loaded.model.parameters()),
+                    # llama.cpp's model holds no torch tensors: its own count
+                    "parameters": getattr(loaded.model, "n_params", None)
+                    or sum(p.numel() for p in loaded.model.parameters()),
                     "source": os.path.basename(getattr(loaded, "source", "")),
                 }
                 results["models"].append(info)

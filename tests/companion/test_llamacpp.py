@@ -63,6 +63,9 @@ def test_auto_picks_llamacpp_for_a_large_gguf_on_the_cpu(both):
     with pytest.raises(InvalidParameterError, match="backend must be one of"):
         models.pick_backend("vllm", "x.gguf", "cpu")
     assert fast.dtype == fast.model.weight_type == "Q4_1"
+    # llama.cpp's own count of the weights (its model holds no torch tensors)
+    torch_count = sum(p.numel() for p in plain.model.parameters())
+    assert fast.model.n_params == pytest.approx(torch_count, rel=0.01)
 
 
 def test_logits_are_the_models(both):
