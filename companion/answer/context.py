@@ -9,6 +9,7 @@ evaluations and benchmarks that choose the chunks themselves.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -93,6 +94,9 @@ def admit(
         options=plan.retrieval or RetrievalOptions(),
         dry_run=plan.preview,
         expect=expect,
+        # Poisson subsampling's coins: the CSPRNG, or the plan's seed behind the insecure
+        # allow_seed switch (an evaluation's reproducible run)
+        coin=None if plan.seed is None else random.Random(plan.seed).random,
     )
     hits = list(admission.hits)
     return AnswerContext(

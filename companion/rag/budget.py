@@ -31,7 +31,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable
+import secrets
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -97,6 +98,9 @@ class Admission:
     # How the context was retrieved: mode, relevance threshold, chunks found; with a
     # "nothing" sentence when no chunk reached the threshold (the page shows it).
     retrieval: dict[str, Any] | None = None
+    # Poisson subsampling (a defense's sample_rate < 1): how many admitted documents their
+    # coins kept (None: no sampling).  The owner's to see; a guest's depends on the store.
+    sampled: int | None = None
 
     @property
     def charge_fraction(self) -> float | None:
@@ -187,6 +191,7 @@ class Admission:
             "documents": [asdict(c) for c in self.charged],
             "excluded": self.excluded,
             "exhausted_in_context": self.exhausted_in_context,
+            **({"sampled": self.sampled} if self.sampled is not None else {}),
             "note": self.note(),
         }
 
@@ -256,6 +261,23 @@ def _reference_events(max_tokens: int) -> tuple[Any, ...]:
 
     ref = DefenseConfig.from_options("bounded")
     return tuple(ref.defense.calibrated_events(ref.params, max_tokens))
+
+
+def sample_rate(defense: Any) -> float:
+    """The defense's Poisson sampling rate of admitted documents (1: every one is read)."""
+    return float(getattr(defense.params, "sample_rate", 1.0) or 1.0)
+
+
+def poisson_sample(
+    documents: Sequence[int], rate: float, coin: Callable[[], float] | None = None
+) -> list[int] | None:
+    """Each document kept with probability ``rate``, one coin each, independently (None when
+    ``rate`` is 1: no coin is thrown).  The coins are independent uniform draws of the
+    CSPRNG unless ``coin`` is given (a test's seeded one)."""
+    if rate >= 1.0:
+        return None
+    draw = coin or secrets.SystemRandom().random
+    return [d for d in sorted(documents) if draw() < rate]
 
 
 class DocumentBudget:
@@ -372,6 +394,7 @@ class DocumentBudget:
         options: RetrievalOptions | None = None,
         dry_run: bool = False,
         expect: Callable[[str], None] | None = None,
+        coin: Callable[[], float] | None = None,
     ) -> Admission:
         """The answer's context, with its documents charged in one transaction, before generation.
 
@@ -388,6 +411,12 @@ class DocumentBudget:
         chunk with an e-mail address or number the question names; each of their
         documents is charged.  ``options`` orders them (and its threshold can only
         narrow them).
+
+        A defense with a ``sample_rate`` q < 1 (dp_answer) gets Poisson subsampling: each
+        admitted document is kept with probability q by its own coin, thrown before the
+        top-k documents are chosen (docs/methods/dprag.md, "Poisson subsampling"); every
+        admitted document is charged, kept or not (its charge is the amplified one).
+        ``coin``: a uniform draw on [0, 1); default the operating system's CSPRNG.
         """
         options = options or rag.retrieval
         admission = self._admit(
@@ -402,6 +431,7 @@ class DocumentBudget:
             answer_id=answer_id,
             dry_run=dry_run,
             expect=expect,
+            coin=coin,
         )
         admission.retrieval = {
             "mode": options.mode,
@@ -431,6 +461,7 @@ class DocumentBudget:
         answer_id: str,
         dry_run: bool = False,
         expect: Callable[[str], None] | None = None,
+        coin: Callable[[], float] | None = None,
     ) -> Admission:
         charge = planned_charge(defense, max_tokens, self.filter)
         admission = Admission(
@@ -466,7 +497,10 @@ class DocumentBudget:
                             "reason": "too little budget left for this answer",
                         }
                     )
-            kept = [h for h in candidates if h.document_id in admitted]
+            sampled = poisson_sample(admitted, sample_rate(defense), coin)
+            admission.sampled = None if sampled is None else len(sampled)
+            chosen = set(admitted if sampled is None else sampled)
+            kept = [h for h in candidates if h.document_id in chosen]
             if options.min_score is not None:  # a request's threshold only narrows them
                 kept = [h for h in kept if h.score >= options.min_score or h.names_identifier]
             keys = {doc_id: str(row["sha256"]) for doc_id, row in docs.items()}

@@ -168,8 +168,21 @@ def test_planned_charge_adds_a_surcharge_that_covers_the_threshold_deltas() -> N
     for n in range(1, most + 1):  # n answers' surcharges pay for n threshold deltas
         need = -math.log1p(-n * 1e-8 / 1e-6) / (flt.order - 1)
         assert n * extra >= need - 1e-15
-    # a threshold delta that the budget cannot hold: no document can pay (fail closed)
-    huge = DefenseConfig("dp_answer", da.DpAnswerConfig(epsilon=2.0, threshold_delta=1e-7))
+    # more answers than the threshold deltas allow (17 at 1e-7 each > delta 1e-6): the
+    # charge is raised so that at most 9 fit, and their deltas stay under delta
+    big = DefenseConfig("dp_answer", da.DpAnswerConfig(epsilon=2.0, threshold_delta=1e-7))
+    raised = planned_charge(big, 16, flt)
+    assert raised is not None and math.isfinite(raised)
+    fits = int(flt.budget // raised)
+    assert 1 <= fits <= 9 and fits * 1e-7 < 1e-6
+    need = -math.log1p(-fits * 1e-7 / 1e-6) / (flt.order - 1)
+    assert fits * (raised - flt.charge_of(big.defense.store_events(big.params, 16))) >= need
+    # Poisson subsampling's small charge at epsilon 2: finite, at most 99 answers (was inf)
+    sampled = DefenseConfig("dp_answer", da.DpAnswerConfig(epsilon=2.0, sample_rate=0.25))
+    small = planned_charge(sampled, 16, flt)
+    assert small is not None and math.isfinite(small) and int(flt.budget // small) <= 99
+    # a threshold delta as large as delta: not one answer fits (fail closed)
+    huge = DefenseConfig("dp_answer", da.DpAnswerConfig(epsilon=2.0, threshold_delta=1e-6))
     assert planned_charge(huge, 16, flt) == math.inf
 
 
@@ -228,13 +241,6 @@ def test_without_support_the_public_model_answers() -> None:
     assert m.report()["released"] is False
 
 
-def test_poisson_sampling_keeps_a_document_whole() -> None:
-    docs = [("a", "1"), ("a", "2"), ("b", "3"), ("c", "4")] * 1
-    gen = SimpleNamespace(uniform=iter([0.1, 0.9, 0.2]).__next__, secure=False)
-    kept = da.sample_documents(docs, 0.5, gen)  # type: ignore[arg-type]
-    assert kept == [("a", "1"), ("a", "2"), ("c", "4")]
-
-
 def test_the_plan_reads_the_defenses_context_size() -> None:
     from companion.answer.plan import _top_k
 
@@ -267,8 +273,84 @@ def test_the_budget_in_words_for_the_owner_and_a_guest() -> None:
     assert "about 8 answers like this one in its lifetime" in admission.note(is_guest=True)
 
 
-def test_subsampling_after_the_top_k_is_refused() -> None:
+@pytest.mark.parametrize("rate", [0.0, -0.1, 1.5, float("nan")])
+def test_a_sample_rate_outside_0_1_is_refused(rate: float) -> None:
     from py_core.errors import InvalidParameterError
 
-    with pytest.raises(InvalidParameterError, match="before the top-k"):
-        da.DpAnswerConfig(sample_rate=0.5)
+    with pytest.raises(InvalidParameterError, match="sample_rate"):
+        da.DpAnswerConfig(sample_rate=rate)
+
+
+def test_poisson_coins_are_thrown_before_the_top_k_and_every_candidate_pays(tmp_path) -> None:
+    """sample_rate q: each admitted document is read with probability q (its own coin,
+    thrown before the top-k documents are chosen), and every admitted one is charged the
+    amplified event -- kept or not; q = 1 throws no coin."""
+    import random
+
+    from companion.rag.budget import DocumentBudget, planned_charge, poisson_sample
+    from companion.rag.service import RagService
+    from companion.rag.store import DocumentStore
+    from tests.companion.fakes import KeywordEmbedder
+
+    rag = RagService(DocumentStore(tmp_path / "s.sqlite3"), KeywordEmbedder())
+    for i in range(12):
+        rag.ingest(f"gout-{i}.txt", f"gout note {i}: colchicine eases gout".encode(), "med")
+    # a lifetime of epsilon 40 pays for ~80 amplified answers (29 at q = 1)
+    budget = DocumentBudget(rag.store, epsilon=40.0, delta=1e-6, threshold=0.5)
+    full = DefenseConfig("dp_answer", da.DpAnswerConfig(epsilon=5.0, top_k=3))
+    half = DefenseConfig("dp_answer", da.DpAnswerConfig(epsilon=5.0, top_k=3, sample_rate=0.5))
+    amplified = planned_charge(half, 16, budget.filter)
+    plain = planned_charge(full, 16, budget.filter)
+    assert amplified is not None and plain is not None and amplified < plain
+    kept_counts: Counter = Counter()
+    draws = random.Random(7)
+    for n in range(40):
+        got = budget.retrieve(
+            rag,
+            "gout?",
+            "med",
+            3,
+            defense=half,
+            max_tokens=16,
+            is_guest=True,
+            answer_id=f"a{n}",
+            coin=draws.random,
+        )
+        assert len(got.charged) == 12  # every candidate pays, kept or not
+        assert all(c.charge_rdp == pytest.approx(amplified) for c in got.charged)
+        # the top 3 come from the sampled documents only, as many as there are up to 3
+        assert got.sampled is not None and len({h.document_id for h in got.hits}) == min(
+            3, got.sampled
+        )
+        kept_counts[got.sampled] += 1
+    mean = sum(k * v for k, v in kept_counts.items()) / 40
+    assert 4.5 < mean < 7.5  # 12 documents at q = 0.5: 6 on average
+    # the coins decide: all heads keeps every document, all tails none (no context)
+    assert poisson_sample([3, 1, 2], 0.5, lambda: 0.0) == [1, 2, 3]
+    assert poisson_sample([3, 1, 2], 0.5, lambda: 0.99) == []
+    assert poisson_sample([3, 1, 2], 1.0, lambda: 0.99) is None
+    none = budget.retrieve(
+        rag,
+        "gout?",
+        "med",
+        3,
+        defense=half,
+        max_tokens=16,
+        is_guest=True,
+        answer_id="tails",
+        coin=lambda: 0.99,
+    )
+    assert none.hits == [] and len(none.charged) == 12
+    # q = 1: no coin thrown, the top 3 of all
+    whole = budget.retrieve(
+        rag,
+        "gout?",
+        "med",
+        3,
+        defense=full,
+        max_tokens=16,
+        is_guest=True,
+        answer_id="full",
+        coin=lambda: pytest.fail("a coin was thrown at q = 1"),
+    )
+    assert whole.sampled is None and len(whole.hits) == 3

@@ -207,9 +207,10 @@ class DpAnswerConfig:
     """One private selection per answer, calibrated to ``epsilon`` for store-level add/remove.
 
     ``groups`` 0: the per-epsilon setting (:func:`vote_settings`); ``top_k`` 0: that
-    setting's context size.  ``sample_rate``: must be 1 for now (Poisson subsampling needs its coins before the
-    top-k; its amplified charge, :class:`py_core.accounting.SampledGaussianEvent`, is built
-    and tested).
+    setting's context size.  ``sample_rate`` q < 1: each admitted document is read with
+    probability q, by its own coin thrown in the admission before the top-k documents are
+    chosen (:func:`companion.rag.budget.poisson_sample`); every admitted document is charged
+    the amplified event, :class:`py_core.accounting.SampledGaussianEvent`.
     """
 
     epsilon: float = 5.0
@@ -231,15 +232,9 @@ class DpAnswerConfig:
             check_count(self.top_k, "top_k", minimum=1)
         check_count(self.answer_tokens, "answer_tokens", minimum=1)
         check_count(self.group_tokens, "group_tokens", minimum=8)
-        if float(self.sample_rate) != 1.0:
-            # The proof needs the coins thrown on the candidates *before* the top-k documents
-            # are chosen (docs/methods/dprag.md, "Poisson subsampling"); after the top-k, one
-            # document's presence swaps another out of the sample, which the add/remove
-            # amplification does not cover.  The admission does not do that yet.
-            raise InvalidParameterError(
-                f"sample_rate must be 1 for now (got {self.sample_rate!r}): Poisson "
-                "subsampling before the top-k documents is not built into the admission yet"
-            )
+        rate = float(self.sample_rate)
+        if not (math.isfinite(rate) and 0.0 < rate <= 1.0):
+            raise InvalidParameterError(f"sample_rate must be in (0, 1]; got {self.sample_rate!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -582,23 +577,6 @@ def group_proposer(
     return propose
 
 
-def sample_documents(
-    documents: Sequence[tuple[str, str]], rate: float, generator: NoiseSource
-) -> list[tuple[str, str]]:
-    """Poisson subsampling: each document (all its chunks together) kept with probability
-    ``rate``, one uniform draw of the CSPRNG per document, independently of the others."""
-    if rate >= 1.0:
-        return list(documents)
-    keep: dict[str, bool] = {}
-    out = []
-    for key, text in documents:
-        if key not in keep:
-            keep[key] = generator.uniform() < rate
-        if keep[key]:
-            out.append((key, text))
-    return out
-
-
 def _calibrated(config: DpAnswerConfig, max_tokens: int) -> list[Any]:
     """The retrieved-document relation (one group changes): sensitivity sqrt 2."""
     return [_event(config, GROUP_SENSITIVITY)]
@@ -647,14 +625,27 @@ def threshold_surcharge(
     times.  Its spend converts to (epsilon, delta') with ``delta' = delta - N * threshold_delta``
     left for the Rényi part; at the filter's order that costs ``-log(1 - N td / delta) /
     (order - 1)`` of budget, paid in N equal parts (the loss is convex in N, so N parts
-    also cover every smaller number of answers).  Infinity if N * td reaches ``delta``.
+    also cover every smaller number of answers).
+
+    When N answers' threshold deltas would reach ``delta`` (a small charge: a small
+    epsilon, or Poisson subsampling's amplified one), the charge is first raised to
+    ``budget / M``, M the most answers whose deltas stay under ``delta``, so no document
+    is charged more than M times; infinity (no document can pay: fail closed) only when
+    not even one answer's threshold delta fits.
     """
     td = float(config.threshold_delta)
-    n = max(1, int(budget // charge)) if charge > 0 else 1
-    share = n * td / delta
-    if share >= 1.0:
+    most = math.floor(delta / td)  # the largest M with M * td < delta (floats: checked)
+    while most >= 1 and most * td / delta >= 1.0:
+        most -= 1
+    if most < 1:
         return math.inf
-    return -math.log1p(-share) / ((order - 1.0) * n)
+    n = max(1, int(budget // charge)) if charge > 0 else 1
+    raise_to = 0.0
+    if n > most:  # more answers than the deltas allow: at most M of them
+        raise_to = budget / most - charge
+        n = most
+    share = n * td / delta
+    return raise_to + -math.log1p(-share) / ((order - 1.0) * n)
 
 
 DEFENSE = Defense(
@@ -687,5 +678,11 @@ DEFENSE = Defense(
     knobs=(
         Knob("epsilon", 0.5, "privacy budget of one answer, per document of the store"),
         Knob("groups", 1, "document groups that each propose an answer (0: set by epsilon)"),
+        Knob(
+            "sample_rate",
+            0.05,
+            "share of the relevant documents one answer reads, by a coin per document "
+            "(below 1: each pays less, so it lasts more answers; fewer documents agree)",
+        ),
     ),
 )
