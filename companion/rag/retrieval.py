@@ -283,6 +283,51 @@ def _spellings(tokens: list[str]) -> list[str]:
     return list(dict.fromkeys([" ".join(tokens), " ".join(split)]))
 
 
+def one_spelling_terms(question: str) -> list[tuple[str, list[str]]]:
+    """What the question names that has one spelling, as written with its token phrases:
+    the strict identifiers (:func:`identifiers`), compounds with a coined part, and coined
+    words ending in digits (:func:`unmentioned` says which)."""
+    found = list(identifiers(question, strict=True))
+    for m in _WORD.finditer(question):
+        word = m.group().strip(".-_/\\|~=+&#%$?!,;:").lower()
+        tokens = _TOKEN.findall(_fold(word))
+        compound = len(tokens) > 1 and any(_coined(t) for t in tokens)
+        single = len(tokens) == 1 and bool(_LETTERS_DIGITS.match(tokens[0]))
+        if (compound or (single and _coined(tokens[0]))) and sum(map(str.isdigit, word)) < 3:
+            found.append((m.group().strip(".,;:!?\"'()"), _spellings(tokens)))
+    return found
+
+
+MAX_NAMED_DOCUMENTS = 5  # a word in more documents' names does not say which one is meant
+
+
+def name_tokens(name: str) -> str:
+    """A document's name as FTS5-like tokens, padded: "libmagic1.copyright.txt" is
+    " libmagic1 copyright txt " ("_" apart too: "perl_1.20-3" is "perl 1 20 3")."""
+    return " " + " ".join(_TOKEN.findall(_fold(name.replace("_", " ")).lower())) + " "
+
+
+def named_documents(store: DocumentStore, collection: str, question: str) -> list[int]:
+    """The documents whose *name* has what the question names with one spelling
+    (:func:`one_spelling_terms`, or a coined word of four letters or more), when at most
+    ``MAX_NAMED_DOCUMENTS`` names have it: "the copyright of libmagic1" is the file
+    ``libmagic1.copyright.txt`` even where its text says only "file"."""
+    terms = [p for _w, phrases in one_spelling_terms(question) for p in phrases]
+    for m in _WORD.finditer(question):
+        tokens = _TOKEN.findall(_fold(m.group().strip(".,;:!?\"'()")).lower())
+        if len(tokens) == 1 and len(tokens[0]) >= 4 and _coined(tokens[0]):
+            terms.append(tokens[0])
+    if not terms or not hasattr(store, "document_names"):
+        return []
+    names = [(doc_id, name_tokens(name)) for doc_id, name in store.document_names(collection)]
+    out: list[int] = []
+    for phrase in dict.fromkeys(_fold(t).lower() for t in terms):
+        having = [doc_id for doc_id, words in names if f" {phrase} " in words]
+        if 0 < len(having) <= MAX_NAMED_DOCUMENTS:
+            out += [d for d in having if d not in out]
+    return out
+
+
 def unmentioned(question: str, passages: Sequence[str]) -> list[str]:
     """The identifiers the question names that none of ``passages`` has, as the question
     writes them: an e-mail address, a word with at least three digits (a bug or record
@@ -294,14 +339,7 @@ def unmentioned(question: str, passages: Sequence[str]) -> list[str]:
     is in "Closes: #209157", "1.2.0-9" is not in "1.2.0-90".  What a passage writes in
     other words (a name, a paraphrase) is not looked for: only what has one spelling.
     """
-    found = list(identifiers(question, strict=True))
-    for m in _WORD.finditer(question):
-        word = m.group().strip(".-_/\\|~=+&#%$?!,;:").lower()
-        tokens = _TOKEN.findall(_fold(word))
-        compound = len(tokens) > 1 and any(_coined(t) for t in tokens)
-        single = len(tokens) == 1 and bool(_LETTERS_DIGITS.match(tokens[0]))
-        if (compound or (single and _coined(tokens[0]))) and sum(map(str.isdigit, word)) < 3:
-            found.append((m.group().strip(".,;:!?\"'()"), _spellings(tokens)))
+    found = one_spelling_terms(question)
     if not found:
         return []
     words = " " + " ".join(" ".join(_TOKEN.findall(_fold(p).lower())) for p in passages) + " "
@@ -587,6 +625,11 @@ def retrieve(
         # adds the words' scores) never outranks the chunk with the e-mail address.
         ident = identifier_query(query_text, store.fts_tokenizer)
         first = store.lexical_ranking(collection, ident, depth) if ident else []
+        # the chunks of a document whose name has what the question names come first too
+        by_name = store.chunk_ids(named_documents(store, collection, query_text))
+        if by_name:
+            have_first = {c for c, _s in first}
+            first += [(c, 0.0) for c in by_name if c not in have_first]
         counts = term_counts(store, query_text)
         cap = rare_cutoff(store.chunk_count()) if counts else 0
         rare = [t for t in counts if t.chunks <= cap]
@@ -611,7 +654,7 @@ def retrieve(
         if strict and opts.min_score is not None:
             named = {c for c, _s in store.lexical_ranking(collection, strict, depth)}
         if opts.min_score is not None:  # a name the question gives passes too
-            named |= set(names)
+            named |= set(names) | set(by_name)
         if within is not None:
             named &= within
         if opts.mode == "hybrid" and not (first or names):

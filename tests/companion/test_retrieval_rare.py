@@ -9,6 +9,7 @@ from companion.rag.retrieval import (
     RetrievalOptions,
     identifier_query,
     is_name_in,
+    named_documents,
     number_forms,
     rare_terms,
     retrieve,
@@ -158,3 +159,36 @@ def test_names_are_capitalised_inside_a_sentence():
 )
 def test_unmentioned_names_the_identifiers_no_passage_has(question, passages, absent):
     assert unmentioned(question, passages) == absent
+
+
+def test_a_question_that_names_a_file_finds_it_by_its_name(tmp_path):
+    """'The copyright of libmagic1' is the file libmagic1.copyright.txt, whose text says
+    only 'file'; a name several files share, or a common word, does not pick one."""
+    s = DocumentStore(tmp_path / "n.sqlite3", embedding_model="test")
+    files = {
+        "libmagic1.copyright.txt": "Upstream-Name: file. License: BSD-2-clause.",
+        "libz3-4.copyright.txt": "Upstream-Name: z3. License: MIT.",
+        "python3-blinker.copyright.txt": "Upstream-Name: blinker. License: BSD-3-clause.",
+        "time.copyright.txt": "Upstream-Name: time. License: GPL-3+.",
+        "perl_5.36.0-7.changelog.txt": "perl (5.36.0-7) unstable; urgency=medium",
+    }
+    for i, (name, text) in enumerate(files.items()):
+        s.add_document("pkgs", name, text.encode(), "txt", {}, [(text, 0, len(text))], _vec(i))
+    far = _vec(7)[0]  # the question's vector points at none of them
+    try:
+        for question, gold in [
+            ("Under which licence are the files of libmagic1 distributed?", "libmagic1"),
+            ("Who holds the copyright of python3-blinker's files?", "python3-blinker"),
+            ("Which licence has libz3-4?", "libz3-4"),
+            ("Who uploaded perl 5.36.0-7?", "perl_5.36.0-7"),
+        ]:
+            hits = retrieve(s, question, far, "pkgs", 2, RetrievalOptions(min_score=0.2))
+            assert hits and hits[0].document.startswith(gold), (question, hits)
+        # "time" is a word, not a name: no document is picked by its name
+        hits = retrieve(
+            s, "How much time is left?", far, "pkgs", 2, RetrievalOptions(min_score=0.2)
+        )
+        assert all(h.document != "time.copyright.txt" or h.names_identifier is False for h in hits)
+        assert named_documents(s, "pkgs", "What does libfoo9 say?") == []
+    finally:
+        s.close()

@@ -280,6 +280,28 @@ class DocumentStore:
             self._truncate_wal()
             return True
 
+    def document_names(self, collection: str) -> list[tuple[int, str]]:
+        """(id, name) of every document of ``collection`` (cheap: no chunk counts)."""
+        validate_collection_name(collection)
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT d.id, d.name FROM documents d JOIN collections c "
+                "ON c.id = d.collection_id WHERE c.name = ? ORDER BY d.id",
+                (collection,),
+            ).fetchall()
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    def chunk_ids(self, document_ids: Sequence[int]) -> list[int]:
+        """The chunks of these documents, in document then chunk order."""
+        out: list[int] = []
+        with self._lock:
+            for doc_id in document_ids:
+                rows = self._conn.execute(
+                    "SELECT id FROM chunks WHERE document_id = ? ORDER BY idx", (int(doc_id),)
+                ).fetchall()
+                out += [int(r[0]) for r in rows]
+        return out
+
     def chunk_count(self, collection: str | None = None) -> int:
         with self._lock:
             if collection is None:
