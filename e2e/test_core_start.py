@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
 SINCE = re.compile(r" (\d+\.\d) s$")  # the boot's time so far, at the end of its line
 
 TICKS = """() => { window.__ticks = []; setInterval(() => window.__ticks.push(performance.now()), 100);
-                   window.__lines = []; const core = document.querySelector('#core');
+                   const core = document.querySelector('#core'); window.__lines = [core.textContent];
                    new MutationObserver(() => window.__lines.push(core.textContent))
                      .observe(core, {childList: true, characterData: true, subtree: true}); }"""
 
@@ -57,13 +57,18 @@ def test_the_popup_stays_live_and_shows_progress_during_the_first_start(
         assert boot_ms > 300, (boot_ms, status.get("phases"))
         assert len(during) >= boot_ms / 100 / 2, (len(during), boot_ms, status.get("phases"))
         assert max(gaps) < 2000, (max(gaps), status.get("phases"))
-        # Its line said what the core was doing, with the time growing, then ready.
-        # It is redrawn every 500 ms, so the popup shows one line per half second it saw of
-        # the boot (two on an idle machine, ten on a loaded one), each later than the last.
+        # Its line said the core was starting (the line as the popup opened counts: the
+        # boot may end before the next redraw), with the time growing, then ready. It is
+        # redrawn every 500 ms, so the popup shows one timed line per half second it saw of
+        # the boot (one or two on an idle machine, ten on a loaded one), each later than the
+        # last; once it watched for a second, a line named the step.
+        assert booting, (boot_ms, lines[:10])
         shown = [float(m.group(1)) for m in map(SINCE.search, dict.fromkeys(booting)) if m]
-        assert shown and shown == sorted(set(shown)), lines[:10]
+        assert shown == sorted(set(shown)), lines[:10]
         assert len(shown) >= min(3, int(boot_ms // 500)), (boot_ms, lines[:10])
-        assert any("Veil's Python code" in line or "Pyodide" in line for line in booting), booting
+        if boot_ms >= 1000:
+            named = [line for line in booting if "Veil's Python code" in line or "Pyodide" in line]
+            assert named, (boot_ms, booting)
         assert popup.inner_text("#core").startswith("Privacy core ready"), popup.inner_text("#core")
     finally:
         browser.close()
