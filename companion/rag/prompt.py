@@ -231,7 +231,7 @@ def build_prompt(
     last question no chunk has (:data:`UNMENTIONED`; a function of the question and the
     chunks, like the context itself).
     """
-    from companion.rag.retrieval import unmentioned
+    from companion.rag.spelling import unmentioned
 
     context = format_context(chunks, layout)
     if grounded is None:

@@ -9,12 +9,11 @@ from companion.rag.retrieval import (
     RetrievalOptions,
     identifier_query,
     is_name_in,
-    named_documents,
     number_forms,
     rare_terms,
     retrieve,
-    unmentioned,
 )
+from companion.rag.spelling import named_documents, unmentioned
 from companion.rag.store import DocumentStore
 
 NOTES = {
