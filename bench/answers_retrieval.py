@@ -4,7 +4,7 @@
 configuration and seed: the same records and questions as docs/answers/report.md), ingests
 it with the bundled embedder and asks every answerable question at the companion's
 defaults (hybrid, top k, relevance threshold), twice in one process: as the code is, and
-with finding a file by its *name* (``companion.rag.retrieval.named_documents``) switched
+with finding a file by its *name* (``companion.rag.spelling.named_documents``) switched
 off. Prints how often the answering document is among the retrieved, per body of records.
 No model is loaded; ~1 minute on 2 cores.
 """
@@ -26,22 +26,16 @@ def main() -> None:
     import torch
 
     from companion.models import load_embedder
-    from companion.rag import retrieval
+    from companion.rag import spelling
     from companion.rag.retrieval import request_options
     from companion.rag.service import RagService
     from companion.rag.store import DocumentStore
     from companion.settings import Settings
     from evals.answers.config import FULL
-    from evals.answers.corpus import build_corpus
+    from evals.answers.corpus import corpus_for
 
     torch.set_num_threads(1)
-    corpus = build_corpus(
-        changelog_packages=FULL.changelog_packages,
-        entries_per_package=FULL.entries_per_package,
-        copyright_packages=FULL.copyright_packages,
-        questions=dict(FULL.questions),
-        seed=FULL.seed,
-    )
+    corpus = corpus_for(FULL)
     asked = [q for q in corpus.questions[: args.limit] if q.document]
     settings = Settings()
     opts = request_options(settings, SimpleNamespace(retrieval_mode=None, retrieval_min_score=None))
@@ -49,10 +43,10 @@ def main() -> None:
         rag = RagService(DocumentStore(Path(tmp) / "s.sqlite3"), load_embedder("cpu"))
         for d in corpus.documents:
             rag.ingest(d.name, d.text.encode(), "answers")
-        named = retrieval.named_documents
+        named = spelling.named_documents
         off: Any = lambda *_a, **_k: []  # noqa: E731
         for label, fn in (("as shipped", named), ("without names", off)):
-            retrieval.named_documents = fn
+            spelling.named_documents = fn
             found: dict[str, list[int]] = {}
             for q in asked:
                 hits = rag.search(q.text, "answers", settings.retrieval_top_k, opts)
@@ -66,7 +60,7 @@ def main() -> None:
                 f"{right}/{len(asked)} ({parts})",
                 flush=True,
             )
-        retrieval.named_documents = named
+        spelling.named_documents = named
 
 
 if __name__ == "__main__":

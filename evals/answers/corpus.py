@@ -25,6 +25,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evals.answers.config import Config
 
 DOC_ROOT = Path("/usr/share/doc")
 HEADER = re.compile(r"^(?P<pkg>[a-z0-9][a-z0-9+.-]+) \((?P<version>[^)\s]+)\) [^;]*;.*$")
@@ -403,6 +407,17 @@ def build_corpus(
     # Interleave so that a run cut short still covers every kind.
     corpus.questions = _interleave(corpus.questions)
     return corpus
+
+
+def corpus_for(config: Config) -> Corpus:
+    """The corpus of an answers configuration (``evals.answers.config.Config``)."""
+    return build_corpus(
+        changelog_packages=config.changelog_packages,
+        entries_per_package=config.entries_per_package,
+        copyright_packages=config.copyright_packages,
+        questions=dict(config.questions),
+        seed=config.seed,
+    )
 
 
 def _missing_version(latest: str, have: set[str], rng: random.Random) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.answers.config import Config
-from evals.answers.corpus import Corpus, Question, build_corpus, declines, is_right, repeats
+from evals.answers.corpus import Corpus, Question, corpus_for, declines, is_right, repeats
 from evals.answers.report import goals, write_report
 from evals.common import environment, report_with_goals, write_results
 from py_core.errors import InvalidParameterError
@@ -130,13 +130,7 @@ def run_evaluation(
 
     if threads:
         torch.set_num_threads(threads)
-    corpus = build_corpus(
-        changelog_packages=config.changelog_packages,
-        entries_per_package=config.entries_per_package,
-        copyright_packages=config.copyright_packages,
-        questions=dict(config.questions),
-        seed=config.seed,
-    )
+    corpus = corpus_for(config)
     questions = corpus.questions[: config.limit] if config.limit else corpus.questions
     if not corpus.documents or not questions:
         raise InvalidParameterError(

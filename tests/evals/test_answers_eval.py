@@ -176,13 +176,7 @@ def test_the_smoke_and_full_configurations_fit_their_jobs():
     reason="needs Debian's /usr/share/doc",
 )
 def test_this_machine_gives_at_least_200_questions_over_two_bodies():
-    full = build_corpus(
-        changelog_packages=FULL.changelog_packages,
-        entries_per_package=FULL.entries_per_package,
-        copyright_packages=FULL.copyright_packages,
-        questions=dict(FULL.questions),
-        seed=FULL.seed,
-    )
+    full = corpus_module.corpus_for(FULL)
     assert len(full.questions) >= 200
     assert {q.body for q in full.questions} == {"changelog", "copyright"}
     assert sum(not q.answerable for q in full.questions) >= 30
