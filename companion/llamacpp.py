@@ -1,4 +1,4 @@
-"""A GGUF model run by llama.cpp (through ``cyllama``), called like a transformers causal LM.
+"""A GGUF model run by llama.cpp (a native build or the ``cyllama`` wheel), called like a transformers causal LM.
 
 Why: on a laptop's CPU a GGUF read by transformers is dequantized to float32 and every
 decoding step reads all of it (Qwen2.5-Coder-1.5B: 6 GB per token), while llama.cpp
@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from companion import llamacpp_runtime
 from py_core.errors import InvalidParameterError
 
 CONTEXT_STEP = 1024  # contexts are sized in steps of this many tokens (pooled by size)
@@ -45,12 +46,8 @@ MAX_POOLED = 48  # idle contexts kept per size (dp_vote's groups + the two passe
 
 
 def available() -> bool:
-    """Whether llama.cpp can be used here (the ``cyllama`` wheel imports)."""
-    try:
-        import cyllama.llama.llama_cpp  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether llama.cpp can be used here (llama-cpp-python or the ``cyllama`` wheel imports)."""
+    return bool(llamacpp_runtime.installed())
 
 
 def default_threads() -> int:
@@ -74,12 +71,6 @@ def default_threads() -> int:
     return max(1, cpus // 2)
 
 
-def _module() -> Any:
-    import cyllama.llama.llama_cpp as cy
-
-    return cy
-
-
 @dataclass
 class _Row:
     """One sequence's KV cache: a llama.cpp context and how many tokens it holds."""
@@ -100,7 +91,7 @@ class LlamaCppCache:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> LlamaCppCache:
         """A copy with contexts of its own (dp_vote clones one prefill for several answers)."""
-        rows = [self.lm._copy_row(row, row.ctx.get_state_seq_data(0)) for row in self.rows]
+        rows = [self.lm._copy_row(row, self.lm._rt.get_state(row.ctx)) for row in self.rows]
         return LlamaCppCache(self.lm, rows)
 
     def batch_repeat_interleave(self, repeats: int) -> None:
@@ -112,7 +103,7 @@ class LlamaCppCache:
         rows: list[_Row] = []
         for row in self.rows:
             rows.append(row)
-            state = row.ctx.get_state_seq_data(0) if repeats > 1 else b""
+            state = self.lm._rt.get_state(row.ctx) if repeats > 1 else b""
             for _ in range(repeats - 1):
                 other = self.lm._copy_row(row, state)
                 weakref.finalize(self, self.lm._release, other.ctx, other.size)
@@ -136,42 +127,23 @@ class LlamaCppLM:
     backend = "llama.cpp"
 
     def __init__(self, path: Path, *, threads: int | None = None, eos: Sequence[int] = ()) -> None:
-        cy = _module()
-        cy.disable_logging()
-        cy.ggml_backend_load_all()
-
-        class _Model(cy.LlamaModel):  # type: ignore[name-defined]
-            # cyllama 0.2.18's get_logits/get_logits_ith read ``model.n_vocab``, which its
-            # LlamaModel lacks (AttributeError); the vocabulary has it.
-            @property
-            def n_vocab(self) -> int:
-                return int(self.get_vocab().n_vocab)
-
-        params = cy.LlamaModelParams()
-        params.n_gpu_layers = 0
+        self._rt = llamacpp_runtime.runtime()
+        self.runtime = self._rt.name  # which llama.cpp build computes the forward pass
         self.path = Path(path)
-        self._model = _Model(str(self.path), params)
-        self.vocab = self._model.get_vocab()
-        self.n_vocab = int(self.vocab.n_vocab)
-        self.n_ctx_train = int(self._model.n_ctx_train)
-        self.n_params = int(self._model.n_params)  # the GGUF's weights, counted by llama.cpp
+        self._model, info = self._rt.load(str(self.path))
+        self.n_vocab = info.n_vocab
+        self.n_ctx_train = info.n_ctx_train
+        self.n_params = info.n_params  # the GGUF's weights, counted by llama.cpp
         self.threads = threads or default_threads()
-        self.description = str(self._model.desc)  # e.g. "qwen2 1.5B Q4_K - Medium"
+        self.description = info.description  # e.g. "qwen2 1.5B Q4_K - Medium"
         # The GGUF's weight type ("Q4_K - Medium"): what /healthz reports as the dtype.
         self.weight_type = self.description.split(" ", 2)[-1]
-        eos_ids = sorted({int(t) for t in eos} | self._eog_ids())
+        eos_ids = sorted({int(t) for t in eos} | info.eog)
         self.generation_config = SimpleNamespace(eos_token_id=eos_ids)
         self.config = SimpleNamespace(vocab_size=self.n_vocab, model_type="gguf")
         self._device_probe = torch.zeros(0)
         self._pool: dict[int, list[Any]] = {}
         self._pool_lock = threading.Lock()
-
-    def _eog_ids(self) -> set[int]:
-        ids = set()
-        for token in (self.vocab.token_eos(), self.vocab.token_eot()):
-            if token is not None and int(token) >= 0:
-                ids.add(int(token))
-        return ids
 
     # -- the parts of torch.nn.Module the loop touches ------------------------------
     def parameters(self) -> Iterator[torch.Tensor]:
@@ -199,18 +171,10 @@ class LlamaCppLM:
             free = self._pool.get(size)
             if free:
                 return free.pop()
-        cy = _module()
-        params = cy.LlamaContextParams()
-        params.n_ctx = size
-        params.n_batch = 256
-        params.n_ubatch = 256
-        params.n_seq_max = 1
-        params.n_threads = self.threads
-        params.n_threads_batch = self.threads
-        return cy.LlamaContext(self._model, params)
+        return self._rt.context(self._model, size, self.threads)
 
     def _release(self, ctx: Any, size: int) -> None:
-        ctx.kv_cache_clear()
+        self._rt.clear(ctx)
         with self._pool_lock:
             free = self._pool.setdefault(size, [])
             if len(free) < MAX_POOLED:
@@ -219,12 +183,11 @@ class LlamaCppLM:
     def _copy_row(self, row: _Row, state: bytes) -> _Row:
         """A new row holding ``state`` (``row``'s KV cache, from llama.cpp), not recomputed."""
         other = _Row(self._acquire(row.size), row.size, row.n_past)
-        other.ctx.set_state_seq_data(state, 0)
+        self._rt.set_state(other.ctx, state)
         return other
 
     def _feed(self, row: _Row, tokens: list[int], *, keep: int) -> np.ndarray:
         """Decode ``tokens`` after what ``row`` holds; logits of the last ``keep`` (0: none)."""
-        cy = _module()
         if row.n_past + len(tokens) > row.size:
             raise InvalidParameterError(
                 f"this answer needs more than {row.size} tokens of context; ask a shorter "
@@ -232,20 +195,19 @@ class LlamaCppLM:
             )
         out = np.zeros((keep, self.n_vocab), dtype=np.float32)
         first_kept = len(tokens) - keep
-        step = 256
+        step = llamacpp_runtime.BATCH
         for start in range(0, len(tokens), step):
             piece = tokens[start : start + step]
-            batch = cy.LlamaBatch(n_tokens=len(piece), embd=0, n_seq_max=1)
-            for i, token in enumerate(piece):
-                index = start + i
-                batch.add(int(token), row.n_past + index, [0], index >= first_kept)
-            row.ctx.decode(batch)
-            kept = [start + i for i in range(len(piece)) if start + i >= first_kept]
-            for j, index in enumerate(kept):
-                out[index - first_kept] = np.asarray(
-                    row.ctx.get_logits_ith(len(piece) - len(kept) + j), dtype=np.float32
-                )
-            batch.close()
+            # the kept positions that fall in this piece, and where they go in ``out``
+            lo = max(first_kept, start)
+            kept = max(0, start + len(piece) - lo)
+            self._rt.decode(
+                row.ctx,
+                piece,
+                row.n_past + start,
+                kept,
+                out[lo - first_kept : lo - first_kept + kept],
+            )
         row.n_past += len(tokens)
         return out
 

@@ -406,7 +406,8 @@ def pick_backend(
             if gguf is None
             else "it runs on the CPU only"
             if device != "cpu"
-            else "the cyllama wheel is not installed (pip install cyllama)"
+            else "no llama.cpp build is installed (scripts/setup.sh compiles llama-cpp-python; "
+            "or pip install cyllama)"
         )
         raise InvalidParameterError(f"the llama.cpp backend cannot load this model: {why}")
     if preference == "auto" and parameters is not None and parameters < LLAMACPP_PARAMETERS:

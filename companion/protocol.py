@@ -371,5 +371,8 @@ class Health(BaseModel):
     device: str | None
     dtype: str | None = None  # compute precision (torch) or the GGUF's weight type (llama.cpp)
     backend: str | None = None  # what runs the chat model: torch or llama.cpp
+    # which llama.cpp build (companion.llamacpp_runtime): llama-cpp-python (compiled here
+    # for this CPU) or cyllama (the prebuilt wheel); None on torch
+    runtime: str | None = None
     documents: int
     defenses: list[str]

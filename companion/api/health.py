@@ -21,6 +21,7 @@ async def healthz(engine: EngineDep, rag: RagDep) -> Health:
         device=loaded.device if loaded is not None else None,
         dtype=loaded.dtype if loaded is not None else None,
         backend=loaded.backend if loaded is not None else None,
+        runtime=getattr(loaded.model, "runtime", None) if loaded is not None else None,
         documents=rag.store.document_count(),
         defenses=list(DEFENSES),
     )

@@ -1,4 +1,6 @@
-"""The llama.cpp backend (companion/llamacpp.py) on the bundled SmolLM2 GGUF.
+"""The llama.cpp backend (companion/llamacpp.py) on the bundled SmolLM2 GGUF, on each
+llama.cpp build installed here (companion/llamacpp_runtime.py: llama-cpp-python compiled
+for this CPU by scripts/setup.sh, and the cyllama wheel).
 
 What the defenses rely on is pinned here: the logits are the model's (they agree with
 the transformers copy of the same GGUF up to llama.cpp's activation quantization), each
@@ -10,18 +12,19 @@ defense runs on it with the same receipt as on torch.
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import torch
 
-from companion import llamacpp, models
+from companion import llamacpp, llamacpp_runtime, models
 from companion.decoding.config import DefenseConfig
 from companion.decoding.generate import GenerationConfig, generate_text
 from companion.decoding.noise import SeededNoise
 from companion.decoding.registry import DEFENSES, get_defense
 from py_core.errors import InvalidParameterError
 
-pytestmark = pytest.mark.skipif(not llamacpp.available(), reason="cyllama is not installed")
+pytestmark = pytest.mark.skipif(not llamacpp.available(), reason="no llama.cpp build is installed")
 
 PROMPTS = [
     "The capital of France is",
@@ -33,11 +36,61 @@ PROMPTS = [
 
 
 @pytest.fixture(scope="module")
-def both():
-    path = models.default_gguf_path()
-    plain = models.load_causal_lm(str(path), device="cpu", backend="torch")
-    fast = models.load_causal_lm(str(path), device="cpu", backend="llama.cpp")
+def plain():
+    return models.load_causal_lm(str(models.default_gguf_path()), device="cpu", backend="torch")
+
+
+@pytest.fixture(scope="module", params=llamacpp_runtime.installed())
+def both(request, plain):
+    """(torch, llama.cpp) on the same GGUF, once per installed llama.cpp build."""
+    before = os.environ.get("VEIL_LLAMACPP")
+    os.environ["VEIL_LLAMACPP"] = request.param
+    try:
+        fast = models.load_causal_lm(
+            str(models.default_gguf_path()), device="cpu", backend="llama.cpp"
+        )
+    finally:
+        if before is None:
+            os.environ.pop("VEIL_LLAMACPP")
+        else:
+            os.environ["VEIL_LLAMACPP"] = before
+    assert fast.model.runtime == request.param
     return plain, fast
+
+
+def test_the_build_is_chosen_by_veil_llamacpp(monkeypatch):
+    have = llamacpp_runtime.installed()
+    monkeypatch.delenv("VEIL_LLAMACPP", raising=False)
+    assert llamacpp_runtime.chosen() == have[0]  # auto: the native build first
+    for name in have:
+        monkeypatch.setenv("VEIL_LLAMACPP", name)
+        assert llamacpp_runtime.chosen() == name
+    monkeypatch.setenv("VEIL_LLAMACPP", "vulkan")
+    with pytest.raises(InvalidParameterError, match="VEIL_LLAMACPP must be"):
+        llamacpp_runtime.chosen()
+    for name in set(llamacpp_runtime.NAMES) - set(have):
+        monkeypatch.setenv("VEIL_LLAMACPP", name)
+        with pytest.raises(InvalidParameterError, match="is not installed"):
+            llamacpp_runtime.chosen()
+
+
+@pytest.mark.skipif(len(llamacpp_runtime.installed()) < 2, reason="needs both llama.cpp builds")
+def test_both_builds_compute_the_same_model(plain):
+    """The native build and the wheel give the same next-token distribution (their kernels
+    differ, so not bit for bit), and each is deterministic: the same call, the same bits."""
+    path = str(models.default_gguf_path())
+    got = {}
+    for name in llamacpp_runtime.NAMES:
+        os.environ["VEIL_LLAMACPP"] = name
+        try:
+            lm = models.load_causal_lm(path, device="cpu", backend="llama.cpp")
+        finally:
+            os.environ.pop("VEIL_LLAMACPP")
+        got[name] = [_last(lm, text) for text in PROMPTS]
+        assert all(torch.equal(a, _last(lm, t)) for a, t in zip(got[name], PROMPTS, strict=True))
+    for a, b in zip(*got.values(), strict=True):
+        assert int(a.argmax()) == int(b.argmax())
+        assert float(torch.corrcoef(torch.stack([a, b]))[0, 1]) > 0.999
 
 
 def _last(lm, text: str) -> torch.Tensor:
