@@ -293,6 +293,8 @@ def describe_environment(env: dict[str, Any] | None) -> str:
         machine += f", torch threads {env['torch_threads']}"
     if env.get("device"):
         machine += f", device {env['device']}"
+    if env.get("llamacpp"):
+        machine += f", llama.cpp: {env['llamacpp']}"
     if machine:
         parts.append(machine.lstrip(", "))
     if env.get("git_commit"):

@@ -148,7 +148,7 @@ def run_evaluation(
             "changelog_packages": config.changelog_packages,
             "copyright_packages": config.copyright_packages,
         },
-        "environment": environment(device="cpu"),
+        "environment": {**environment(device="cpu"), "llamacpp": _llamacpp_environment()},
         "packages": corpus.packages,
         "documents": {
             body: sum(1 for d in corpus.documents if d.body == body)
@@ -270,6 +270,15 @@ def run_evaluation(
     path = report_with_goals(wrapped, out, write_report, goals, echo=echo)
     write_results(out, dict(wrapped))  # with the goal notes
     return path
+
+
+def _llamacpp_environment() -> str | None:
+    """Which llama.cpp build a GGUF model of this run computes on, with how many threads."""
+    from companion import llamacpp, llamacpp_runtime
+
+    if not llamacpp.available():
+        return None
+    return f"{llamacpp_runtime.chosen()}, {llamacpp.default_threads()} thread(s)"
 
 
 class _Results(dict[str, Any]):
