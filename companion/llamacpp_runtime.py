@@ -77,6 +77,17 @@ class ModelInfo:
     eog: set[int]  # end-of-generation tokens (eos, eot)
 
 
+def _one_sequence(params: Any, size: int, threads: int) -> Any:
+    """Context parameters (either build's): ``size`` tokens of one sequence, ``threads``."""
+    params.n_ctx = size
+    params.n_batch = BATCH
+    params.n_ubatch = BATCH
+    params.n_seq_max = 1
+    params.n_threads = threads
+    params.n_threads_batch = threads
+    return params
+
+
 class _Cyllama:
     """cyllama 0.2.18's object API."""
 
@@ -115,13 +126,7 @@ class _Cyllama:
 
     def context(self, model: Any, size: int, threads: int) -> Any:
         cy = self.cy
-        params = cy.LlamaContextParams()
-        params.n_ctx = size
-        params.n_batch = BATCH
-        params.n_ubatch = BATCH
-        params.n_seq_max = 1
-        params.n_threads = threads
-        params.n_threads_batch = threads
+        params = _one_sequence(cy.LlamaContextParams(), size, threads)
         return cy.LlamaContext(model, params)
 
     def decode(
@@ -195,13 +200,7 @@ class _LlamaCppPython:
 
     def context(self, model: Any, size: int, threads: int) -> Any:
         lc = self.lc
-        params = lc.llama_context_default_params()
-        params.n_ctx = size
-        params.n_batch = BATCH
-        params.n_ubatch = BATCH
-        params.n_seq_max = 1
-        params.n_threads = threads
-        params.n_threads_batch = threads
+        params = _one_sequence(lc.llama_context_default_params(), size, threads)
         ptr = lc.llama_init_from_model(model.ptr, params)
         if not ptr:
             raise InvalidParameterError(f"llama.cpp could not open a context of {size} tokens")
