@@ -63,7 +63,7 @@ if [ "${VEIL_NATIVE_LLAMA:-1}" != 0 ] && [ "$(cat .venv/.veil-llama-native 2>/de
     CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF -DLLAMA_CURL=OFF" \
     CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
     python -m pip install -q --no-deps --require-hashes --no-binary llama-cpp-python \
-    -r requirements/llama-native.txt
+    --no-cache-dir -r requirements/llama-native.txt  # pip's wheel cache ignores CFLAGS
   python -c "import llama_cpp.llama_cpp" && echo "$native_lock" > .venv/.veil-llama-native
 fi
 
