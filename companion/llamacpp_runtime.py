@@ -2,11 +2,11 @@
 
 - ``llama-cpp-python`` (the ``llama_cpp`` package) **compiled on this machine** by
   ``scripts/setup.sh`` for its own CPU (``GGML_NATIVE``: AVX-512 and VNNI where the CPU
-  has them).  On the 2-core development machine its prompt processing is 2.5x the
-  prebuilt wheel's for Qwen2.5-Coder-1.5B (153 vs 62 tokens/s, 512-token prompt) and 1.7x
-  for the 0.5B -- the time to the first token, which dominates a RAG answer
-  (docs/answers/models.md).  PyPI has no such build (its prebuilt llama.cpp wheels are
-  generic AVX2 code), hence the compile (~5 minutes on 2 cores).
+  has them).  On the 2-core development machine it gives Qwen2.5-Coder-1.5B its first
+  token for a 512-token prompt in 3.50 s against the prebuilt wheel's 8.43 s (2.4x; the
+  0.5B: 2.25 vs 3.68 s, bench/backend_bench.py) -- the time to the first token dominates a
+  RAG answer (docs/answers/models.md).  PyPI has no such build (its prebuilt llama.cpp
+  wheels are generic AVX2 code), hence the compile (3-10 minutes on 2 cores).
 - ``cyllama``: a prebuilt wheel (llama.cpp b9190, AVX2), installed everywhere, used when
   the native build is absent or ``VEIL_LLAMACPP=cyllama`` asks for it.
 
