@@ -65,7 +65,11 @@ def test_the_popup_stays_live_and_shows_progress_during_the_first_start(
         # tenth of a second as the line before it: same time, other step); once it watched
         # for a second, a line named the step.
         assert booting, (boot_ms, lines[:10])
-        timed = [(float(m.group(1)), line) for line in dict.fromkeys(booting) if (m := SINCE.search(line))]
+        timed = [
+            (float(m.group(1)), line)
+            for line in dict.fromkeys(booting)
+            if (m := SINCE.search(line))
+        ]
         for (t0, line0), (t1, line1) in itertools.pairwise(timed):
             assert t1 >= t0, lines[:10]
             if t1 == t0:  # the same moment twice: only as a new step is shown
