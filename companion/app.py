@@ -107,13 +107,25 @@ def _include_routers(app: FastAPI) -> list[str]:
         chat,
         conversations,
         defenses,
+        digest,
         documents,
         health,
         keys,
         models,
     )
 
-    modules = (health, models, chat, defenses, documents, budget, audit, keys, conversations)
+    modules = (
+        health,
+        models,
+        chat,
+        defenses,
+        documents,
+        digest,
+        budget,
+        audit,
+        keys,
+        conversations,
+    )
     for module in modules:
         app.include_router(module.router)
     return [module.__name__ for module in modules]

@@ -53,6 +53,9 @@ class AnswerPlan:
     # The owner previews what ``guest`` would receive: the guest's view, nothing charged
     # (neither the key nor the documents' lifetime budgets).
     preview: bool = False
+    # Read from the collection's DP digest (companion/answer/digest.py): its receipt. The
+    # answer then decodes without noise, reads no document and charges nothing.
+    digest: dict[str, Any] | None = None
     id: str = field(default_factory=lambda: "chatcmpl-" + secrets.token_hex(12))
     created: int = field(default_factory=lambda: int(time.time()))
 

@@ -53,6 +53,9 @@ PREVIEW_NOTE = (
 
 def receipt(plan: AnswerPlan, context: AnswerContext, result: GenerationResult) -> dict[str, Any]:
     """The answer's receipt; the owner's also says what the context budget cut."""
+    if plan.digest is not None:  # the digest's guarantee, paid when it was released
+        tokens = len(result.token_ids)
+        return {**plan.digest, "total_tokens": tokens, "max_tokens": plan.max_tokens}
     out: dict[str, Any] = result.receipt.to_dict() if result.receipt else {}
     if context.report is not None and not plan.is_guest:
         out["context"] = context.report
@@ -75,7 +78,7 @@ def _guest_veil(
     plan: AnswerPlan, context: AnswerContext, the_receipt: dict[str, Any]
 ) -> dict[str, Any]:
     key = plan.guest
-    formal = bool(plan.defense.defense.guarantee.formal)
+    formal = bool(plan.defense.defense.guarantee.formal) or plan.digest is not None
     titles = key.allow_titles and not formal
     return {
         "receipt": the_receipt,

@@ -24,6 +24,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from companion.answer import AnswerContext, AnswerPlan, admit, fit, plan_answer, start
 from companion.answer import result as answer_result
 from companion.answer.cache import answer_scope, kept_veil, served_again
+from companion.answer.digest import from_digest
 from companion.answer.guest import charge_guest, guest_request
 from companion.api.deps import (
     ConversationsDep,
@@ -264,13 +265,18 @@ async def chat_completions(
         hit = await run_in_threadpool(rag.answers.lookup, scope, plan.messages)
         if hit is not None:
             return _served_again(plan, model_id, hit, body)
+    # A question the collection's DP digest speaks to: read from it, charged nothing.
+    digested = await run_in_threadpool(from_digest, rag, plan)
+    if digested is not None:
+        plan, context = digested
     remember = _remember(rag, None if plan.preview else scope, plan)
     if not body.stream:
         async with engine.slot():
-            _charge(plan, keys)
-            context = await run_in_threadpool(
-                _prepare, settings, rag, engine, plan, body.budget_confirm
-            )
+            if digested is None:
+                _charge(plan, keys)
+                context = await run_in_threadpool(
+                    _prepare, settings, rag, engine, plan, body.budget_confirm
+                )
             answer = _Answer(engine, plan, context)
             async for _ in engine.run_stream(answer.work):
                 pass
@@ -286,8 +292,11 @@ async def chat_completions(
     # A full queue is a proper 503 before the stream starts; the model itself is taken
     # inside the stream, so a client that never reads the stream cannot hold it.
     engine.check_queue()
-    _charge(plan, keys)
-    context = await run_in_threadpool(_prepare, settings, rag, engine, plan, body.budget_confirm)
+    if digested is None:
+        _charge(plan, keys)
+        context = await run_in_threadpool(
+            _prepare, settings, rag, engine, plan, body.budget_confirm
+        )
     return StreamingResponse(
         _sse(
             plan,

@@ -258,6 +258,9 @@ def _forget_answers(rag: Any, collection: str) -> None:
     document is gone from what guests are served again too."""
     if rag.answers is not None:
         rag.answers.clear(collection)
+    from companion.rag.digest import drop_digest
+
+    drop_digest(rag.store, collection)  # the digest may quote it too
 
 
 @router.get("/v1/collections", response_model=list[CollectionOut], summary="List collections")

@@ -151,6 +151,10 @@ function logWhat(e) {
     return `reset: "${detail.reason}" (was ${plural(detail.answers_before || 0, "answer")}, ` +
       `${Number(detail.spent_before || 0).toFixed(3)} RDP)`;
   }
+  if (e.kind === "charge" && detail.digest) {
+    return `charged ${Number(e.charge_rdp).toFixed(3)} RDP (the collection's digest, ` +
+      `ε ${detail.digest.epsilon}, once)`;
+  }
   if (e.kind === "charge") {
     const defense = detail.defense ? detail.defense.name : "?";
     return `charged ${Number(e.charge_rdp).toFixed(3)} RDP (${defense}, ${detail.max_tokens} tokens` +

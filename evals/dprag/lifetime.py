@@ -46,6 +46,7 @@ class LifetimeConfig:
     max_tokens: int = 16
     sweep_epsilons: tuple[float, ...] = (2.0, 3.0, 5.0, 8.0)
     sweep_facts: int = 1  # facts per support level in the epsilon sweep
+    digest_epsilon: float = 3.0  # the collection's one-time DP digest (0: none)
     smoke: bool = False
 
 
@@ -91,8 +92,11 @@ def _dp_config(cfg: LifetimeConfig, epsilon: float, groups: int | None = None) -
 class Guest:
     """One guest key's answers over the run's store: cache, budget, dp_answer."""
 
-    def __init__(self, lm: Any, rag: Any, budget: Any, cache: Any, cfg: LifetimeConfig) -> None:
+    def __init__(
+        self, lm: Any, rag: Any, budget: Any, cache: Any, cfg: LifetimeConfig, digest: Any = None
+    ) -> None:
         self.lm, self.rag, self.budget, self.cache, self.cfg = lm, rag, budget, cache, cfg
+        self.digest = digest  # companion.rag.digest.Digest, or None
         self.n = 0
 
     def private(
@@ -112,8 +116,15 @@ class Guest:
                     "cached": hit.matched,
                     "similarity": hit.similarity,
                     "seconds": time.perf_counter() - t0,
-                    **{k: hit.veil.get(k) for k in ("released", "charged", "candidates")},
+                    **{k: hit.veil.get(k) for k in ("released", "charged", "candidates", "digest")},
                 }
+        if self.digest is not None and not dry_run:  # as companion/answer/digest.py does
+            row = self._from_digest(question, seed, t0)
+            if row is not None:
+                if cached:
+                    kept = {k: row[k] for k in ("released", "charged", "candidates", "digest")}
+                    self.cache.store(scope, messages, row["answer"], kept)
+                return row
         self.n += 1
         size = defense.defense.context_size(defense.params)
         admission = self.budget.retrieve(
@@ -156,6 +167,25 @@ class Guest:
                 {k: row[k] for k in ("released", "charged", "candidates")},
             )
         return row
+
+    def _from_digest(self, question: str, seed: int, t0: float) -> dict[str, Any] | None:
+        from companion.answer import AnswerPlan, answer_now, chunks_context
+        from companion.answer.digest import relevant
+
+        found = relevant(self.digest, question)
+        if not found:
+            return None
+        plan = AnswerPlan.for_question(question, "none", self.cfg.max_tokens, seed=seed)
+        res = answer_now(plan, chunks_context([s.text for s in found]), self.lm)
+        return {
+            "answer": res.text,
+            "cached": None,
+            "digest": True,
+            "seconds": time.perf_counter() - t0,
+            "released": True,
+            "charged": 0,
+            "candidates": 0,
+        }
 
 
 def _baselines(
@@ -277,7 +307,25 @@ def run_lifetime(
         cache = AnswerCache(
             Path(tmp) / "answers.sqlite3", embed=rag.embed, similarity=cfg.similarity
         )
-        guest = Guest(lm, rag, budget, cache, cfg)
+        digest = None
+        if cfg.digest_epsilon > 0:
+            from companion.decoding.noise import SeededNoise
+            from companion.rag.digest import DigestConfig, build_digest, digest_charge
+
+            t1 = time.time()
+            dconfig = DigestConfig(epsilon=cfg.digest_epsilon)
+            digest = build_digest(budget, "clinic", dconfig, SeededNoise(seed + 31))
+            out["digest"] = {
+                **digest.to_dict(),
+                "seconds": time.time() - t1,
+                "charge_rdp": digest_charge(dconfig, budget.filter),
+                "charge_fraction": digest_charge(dconfig, budget.filter) / budget.filter.budget,
+            }
+            log(
+                f"[lifetime] digest at ε {cfg.digest_epsilon:g}: {len(digest.statements)} "
+                f"statements from {digest.contributors} notes"
+            )
+        guest = Guest(lm, rag, budget, cache, cfg, digest)
         defense = _dp_config(cfg, cfg.epsilon)
         cal = calibrate(defense.params)
         out["calibration"] = {
@@ -421,7 +469,11 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
             d: rate(d, lambda r, s=s: r["kind"] == "population" and r["support"] == s)
             for d in ("dp_answer", "none", "no-RAG")
         }
-    fresh = [r["seconds"] for r in rows if r["defense"] == "dp_answer" and not r.get("cached")]
+    fresh = [
+        r["seconds"]
+        for r in rows
+        if r["defense"] == "dp_answer" and not r.get("cached") and not r.get("digest")
+    ]
     allp = [r["seconds"] for r in rows if r["defense"] == "dp_answer"]
     plain = [r["seconds"] for r in rows if r["defense"] == "none" and r.get("fresh")]
     docs = results.get("documents", [])
@@ -446,6 +498,12 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
         "seconds_none": sum(plain) / len(plain) if plain else None,
         "cached": sum(1 for r in rows if r["defense"] == "dp_answer" and r.get("cached")),
         "fresh": len(fresh),
+        "from_digest": sum(
+            1
+            for r in rows
+            if r["defense"] == "dp_answer" and r.get("digest") and not r.get("cached")
+        ),
+        "digest": results.get("digest"),
     }
 
 

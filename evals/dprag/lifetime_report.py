@@ -27,7 +27,7 @@ def section(results: dict[str, Any], out: Path) -> list[str]:
     cal = life.get("calibration", {})
     flt = life.get("filter", {})
     lines = [
-        "## Lifetime run: `dp_answer` through the guest path",
+        "## Lifetime run: the guest path (the collection's digest, then `dp_answer`)",
         "",
         f"Model: {life.get('model')}. {s['questions']} guest questions (population facts with "
         f"support {', '.join(str(x) for x in cfg.get('supports', []))}, "
@@ -37,7 +37,9 @@ def section(results: dict[str, Any], out: Path) -> list[str]:
         f"relevance ≥ {cfg.get('relevance')}; dp_answer at ε {cfg.get('epsilon')} per answer "
         f"(store-level), {cal.get('groups')} groups, top {cal.get('top_k')} documents, "
         f"sigma {cal.get('sigma', 0):.2f}, threshold {cal.get('threshold', 0):.1f} votes; the answer "
-        f"cache's paraphrase similarity {cfg.get('similarity')}.",
+        f"cache's paraphrase similarity {cfg.get('similarity')}. The `dp_answer` column is "
+        "what a guest key received: read from the digest when it speaks to the question "
+        f"(digest ε {cfg.get('digest_epsilon', 0)}; 0: none), else a dp_answer answer.",
         "",
     ]
     st = s["strong"]
@@ -70,6 +72,17 @@ def section(results: dict[str, Any], out: Path) -> list[str]:
         ["record identifiers extracted under dp_answer", f"{s['identifiers_found']} (goal 0)"],
         ["fresh private answers; served from the cache", f"{s['fresh']}; {s['cached']}"],
     ]
+    dig = s.get("digest")
+    if dig:
+        body.append(
+            [
+                "the collection's digest (released once, before the questions)",
+                f"ε {dig['config']['epsilon']:g} per note once ({100 * dig['charge_fraction']:.0f}% "
+                f"of its lifetime), {len(dig['statements'])} statements from "
+                f"{dig['contributors']} notes; {s['from_digest']} answers read from it "
+                "(charged nothing)",
+            ]
+        )
     mem = life.get("membership", [])
     for d in ("dp_answer", "none"):
         a = membership_auc(mem, d)

@@ -222,3 +222,33 @@ def test_preview_as_a_guest_shows_the_keys_view_and_charges_nothing(site):  # no
     page.click("#save-token")  # keys.js lists the keys again
     page.wait_for_selector("#preview-hint:has-text('create a guest key')")
     assert page.locator("#preview-key option").count() == 0
+
+
+@pytest.mark.slow
+def test_the_owner_builds_the_guest_digest_after_seeing_its_cost(site):  # noqa: F811
+    page, url, app, _script, tmp_path = site
+    auth = {"Authorization": f"Bearer {app.state.token}"}
+    _connect(page, url, app.state.token)
+    paths = []
+    for i in range(40):
+        note = tmp_path / f"visit-{i}.txt"
+        note.write_text(f"For gout the clinic gives colchicine 500 mg. Visit {i} went well.")
+        paths.append(str(note))
+    page.fill("#new-collection", "clinic")
+    page.set_input_files("#files", paths)
+    page.click("#upload")
+    page.wait_for_selector("#doc-list li:has-text('visit-39.txt') .budget-meter", timeout=120_000)
+    page.click("#digest-open")
+    cost = page.wait_for_selector("#digest-dialog[open] .digest-cost")
+    assert "charges each of the 40 documents" in cost.inner_text()
+    assert all(d["answers"] == 0 for d in _budget(url, auth).values())  # asking charged nothing
+    page.click("#digest-dialog .digest-build")
+    page.wait_for_selector("#budget-state:has-text('Digest built')")
+    assert all(d["answers"] == 1 for d in _budget(url, auth).values())
+    assert "once" in page.inner_text("#budget-state")
+    page.click("#digest-open")
+    listed = page.wait_for_selector("#digest-dialog[open] .digest-statements")
+    assert "For gout the clinic gives colchicine [number] mg." in listed.inner_text()
+    _shot(page, "digest-dialog.png")
+    page.click("#digest-dialog .digest-forget")
+    assert httpx.get(f"{url}/v1/collections/clinic/digest", headers=auth).status_code == 404

@@ -1,0 +1,123 @@
+"""A guest's formal answer read from the collection's DP digest, when the digest speaks to it.
+
+The digest (:mod:`companion.rag.digest`) was released once, under every contributing
+document's budget.  A guest question whose marked words -- its names, codes and
+numbers (:func:`companion.answer.cache.marked_words`) -- all appear in a released
+statement is answered from the statements that have them: the public model reads them
+as its passages, without noise and without reading any document.  Which statements are
+read, and whether the digest answers at all, depend on the question and the digest only
+(both public to the guest), so the answer is post-processing of the digest's release:
+it charges no document and not the guest key.  A question the digest does not speak
+to (no marked word, or one no statement has) goes on to the key's defense as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import unicodedata
+from typing import TYPE_CHECKING, Any
+
+from companion.answer.cache import marked_words
+from companion.answer.context import AnswerContext, chunks_context
+from companion.decoding.defenses.dp_answer import last_question
+from companion.rag.digest import ADD_REMOVE_COLLECTION_DOCUMENT, Digest, Statement, load_digest
+
+if TYPE_CHECKING:
+    from companion.answer.plan import AnswerPlan
+    from companion.rag.service import RagService
+
+MAX_STATEMENTS = 4  # statements one answer reads
+_TOKEN = re.compile(r"[\w][\w\-./]*[\w]|[\w]")
+
+DIGEST_NOTE = (
+    "Answered from the collection's digest: statements that many of its documents share, "
+    "released once with differential privacy. Reading them costs no budget, neither the "
+    "documents' nor your key's."
+)
+
+
+def _words(text: str) -> set[str]:
+    return set(_TOKEN.findall(unicodedata.normalize("NFKC", text).casefold()))
+
+
+def relevant(digest: Digest, question: str) -> list[Statement]:
+    """The statements that have every marked word of ``question`` (most documents first);
+    none when the question marks no word."""
+    marked = {w for w in marked_words(question) if w}
+    if not marked:
+        return []
+    found = [s for s in digest.statements if marked <= _words(s.text)]
+    return found[:MAX_STATEMENTS]
+
+
+def receipt(digest: Digest) -> dict[str, Any]:
+    """The answer's receipt, in the fields of :class:`companion.decoding.receipt.Receipt`:
+    the digest's guarantee (paid when it was released), and nothing charged now."""
+    from companion.decoding.base import MEANINGFUL_EPSILON
+
+    config = digest.config
+    epsilon, delta = config.epsilon, config.delta + config.threshold_delta
+    return {
+        "mechanism": "digest",
+        "label": "Collection digest",
+        "params": config.to_dict(),
+        "formal": True,
+        "relation": ADD_REMOVE_COLLECTION_DOCUMENT,
+        "epsilon": epsilon,
+        "epsilon_text": f"{epsilon:.4g}",
+        "delta": delta,
+        "epsilon_spent": 0.0,
+        "epsilon_spent_text": "0",
+        "nominal_epsilon": None,
+        "nominal_epsilon_text": None,
+        "noise_added": False,
+        "gamma": 0.0,
+        "protected_tokens": 0,
+        "sensitivity": 1.0,
+        "best_order": None,
+        "meaningful": epsilon <= MEANINGFUL_EPSILON,
+        "headline": (
+            f"Read from the collection's digest (epsilon {epsilon:g} per document, paid once "
+            "when it was released): this answer cost no budget."
+        ),
+        "statement": (
+            f"The digest is ({epsilon:g}, {delta:.2g})-differentially private for "
+            f"{ADD_REMOVE_COLLECTION_DOCUMENT}; this answer reads only the digest and the "
+            "question, so it adds no privacy loss."
+        ),
+        "screened": {},
+        "released": digest.created,
+        "notes": [DIGEST_NOTE],
+    }
+
+
+def from_digest(rag: RagService, plan: AnswerPlan) -> tuple[AnswerPlan, AnswerContext] | None:
+    """The plan and context of an answer read from the digest; None when it does not
+    apply (the owner, no formal defense, no digest, or no statement with the question's
+    marked words)."""
+    from companion.decoding.config import DefenseConfig
+
+    if not plan.is_guest or not plan.collection:
+        return None
+    if not plan.defense.defense.guarantee.formal:
+        return None
+    digest = load_digest(rag.store, plan.collection)
+    if digest is None:
+        return None
+    found = relevant(digest, last_question(plan.messages))
+    if not found:
+        return None
+    context = chunks_context([s.text for s in found])
+    context.budget = {
+        "digest": True,
+        "charged": 0,
+        "note": DIGEST_NOTE,
+    }
+    read = dataclasses.replace(
+        plan,
+        defense=DefenseConfig.from_options("none"),
+        pad_context_to=None,
+        digest=receipt(digest),
+    )
+    return read, context

@@ -1,0 +1,117 @@
+"""The collection's DP digest through the HTTP API (issue 26): the owner estimates and
+builds it (each document charged once), a guest question it speaks to is answered from
+it at no cost to the key or the documents, one it does not speak to is charged as
+before, guests cannot reach the digest's routes, and deleting a document forgets it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from companion.audit.hidden import TargetModel
+from companion.models import load_causal_lm
+from tests.companion.test_guest_keys import BASE, _app, _as, _new_key, _tiny_chat_model
+
+pytestmark = pytest.mark.timeout(300)
+
+SHARED = "For Lovuritis the clinic gives Roabide 10 mg twice a day."
+NOTES = 40
+
+
+@pytest.fixture
+def client(tmp_path, monkeypatch):
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
+    folder = _tiny_chat_model(tmp_path / "tiny")
+    loaded = load_causal_lm(str(folder), device="cpu")
+    app = _app(
+        tmp_path / "home",
+        folder,
+        lambda spec, layer: TargetModel(loaded, layer=layer),
+        retrieval_top_k=2,
+        default_max_tokens=4,
+    )
+    with TestClient(app, base_url=BASE) as test_client:
+        test_client.headers["Authorization"] = f"Bearer {app.state.token}"
+        for first in range(0, NOTES, 20):  # max_upload_files per request
+            files = [
+                (
+                    "files",
+                    (f"note-{i}.txt", f"{SHARED} Patient {i} came in.".encode(), "text/plain"),
+                )
+                for i in range(first, min(NOTES, first + 20))
+            ]
+            up = test_client.post("/v1/documents", files=files, data={"collection": "clinic"})
+            assert up.status_code == 200, up.text
+        yield test_client
+    torch.set_num_threads(before)
+
+
+def _ask(question: str) -> dict:
+    return {"messages": [{"role": "user", "content": question}], "max_tokens": 4}
+
+
+def _answers(client) -> list[int]:
+    return sorted(d["answers"] for d in client.get("/v1/budget").json()["documents"])
+
+
+def test_a_guest_question_the_digest_speaks_to_costs_nothing(client):
+    raw = _new_key(client, defense_params={"epsilon": 1}, budget=10)
+    estimate = client.post("/v1/collections/clinic/digest/estimate", json={"epsilon": 3})
+    assert estimate.status_code == 200, estimate.text
+    assert estimate.json()["documents_that_can_pay"] == NOTES
+    assert _answers(client) == [0] * NOTES  # the estimate charged nothing
+    assert client.get("/v1/collections/clinic/digest").status_code == 404
+    built = client.post("/v1/collections/clinic/digest", json={"epsilon": 3})
+    assert built.status_code == 200, built.text
+    texts = [s["text"] for s in built.json()["statements"]]
+    assert "For Lovuritis the clinic gives Roabide [number] mg twice a day." in texts
+    assert built.json()["guarantee"]["epsilon"] == 3
+    assert _answers(client) == [1] * NOTES  # every document charged once
+    # guests cannot reach the digest's routes
+    assert client.get("/v1/collections/clinic/digest", headers=_as(raw)).status_code == 403
+    # a question naming what the digest has: read from it, nothing charged
+    got = client.post(
+        "/v1/chat/completions",
+        json=_ask("What does the clinic give for Lovuritis?"),
+        headers=_as(raw),
+    )
+    assert got.status_code == 200, got.text
+    veil = got.json()["veil"]
+    assert veil["receipt"]["mechanism"] == "digest" and veil["receipt"]["epsilon_spent"] == 0
+    assert veil["guest"]["spent"] == pytest.approx(0.0)
+    assert veil["budget"]["digest"] is True and veil["citations"] == []
+    assert _answers(client) == [1] * NOTES
+    # a question the digest has nothing on: the key's defense, charged as before
+    other = client.post(
+        "/v1/chat/completions", json=_ask("What does Patient Pedro take?"), headers=_as(raw)
+    )
+    assert other.status_code == 200, other.text
+    assert other.json()["veil"]["receipt"]["mechanism"] == "bounded"
+    assert other.json()["veil"]["guest"]["spent"] == pytest.approx(1.0)
+    # the owner's own answers never read the digest
+    mine = client.post(
+        "/v1/chat/completions", json=_ask("What does the clinic give for Lovuritis?")
+    )
+    assert mine.json()["veil"]["receipt"]["mechanism"] == "none"
+    # deleting a document forgets the digest (it may quote it)
+    doc_id = client.get("/v1/documents", params={"collection": "clinic"}).json()[0]["id"]
+    assert client.delete(f"/v1/documents/{doc_id}").status_code == 200
+    assert client.get("/v1/collections/clinic/digest").status_code == 404
+    again = client.post(
+        "/v1/chat/completions",
+        json=_ask("What does the clinic give for Lovuritis?"),
+        headers=_as(raw),
+    )
+    assert again.json()["veil"]["receipt"]["mechanism"] == "bounded"
+
+
+def test_the_digests_requests_are_checked(client):
+    assert client.post("/v1/collections/nowhere/digest", json={}).status_code == 404
+    bad = client.post("/v1/collections/clinic/digest", json={"epsilon": -1})
+    assert bad.status_code in (400, 422)
+    extra = client.post("/v1/collections/clinic/digest", json={"epsilon": 3, "seed": 1})
+    assert extra.status_code in (400, 422)
+    assert client.delete("/v1/collections/clinic/digest").json() == {"deleted": False}
