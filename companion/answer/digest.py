@@ -1,9 +1,8 @@
 """A guest's formal answer read from the collection's DP digest, when the digest speaks to it.
 
 The digest (:mod:`companion.rag.digest`) was released once, under every contributing
-document's budget.  A guest question whose marked words -- its names, codes and
-numbers (:func:`companion.answer.cache.marked_words`) -- all appear in a released
-statement is answered from the statements that have them: the public model reads them
+document's budget.  A guest question whose subject words -- its names, codes and
+numbers (:func:`subject_words`) -- all appear in a released statement is answered from the statements that have them: the public model reads them
 as its passages, without noise and without reading any document.  Which statements are
 read, and whether the digest answers at all, depend on the question and the digest only
 (both public to the guest), so the answer is post-processing of the digest's release:
@@ -18,7 +17,6 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
-from companion.answer.cache import marked_words
 from companion.answer.context import AnswerContext, chunks_context
 from companion.decoding.defenses.dp_answer import last_question
 from companion.rag.digest import ADD_REMOVE_COLLECTION_DOCUMENT, Digest, Statement, load_digest
@@ -41,10 +39,33 @@ def _words(text: str) -> set[str]:
     return set(_TOKEN.findall(unicodedata.normalize("NFKC", text).casefold()))
 
 
+_SENTENCE = re.compile(r"(?<=[.!?:;])\s+")
+
+
+def subject_words(question: str) -> set[str]:
+    """What the question names, case-folded: a word with a digit, or with a capital inside
+    a sentence -- a name, a code -- and, at a sentence's start, only a coined word (no
+    entry in the English or French tables: "Lovuritis" yes, "Reply" or "For" no); the
+    pronoun "I" never."""
+    from companion.rag.spelling import _coined
+
+    found: set[str] = set()
+    for sentence in _SENTENCE.split(unicodedata.normalize("NFKC", question).strip()):
+        for i, raw in enumerate(sentence.split()):
+            word = raw.strip(".,;:?!\"'()[]")
+            if not word or word == "I":
+                continue
+            folded = word.casefold()
+            named = word[0].isupper() and (i > 0 or _coined(folded))
+            if named or any(c.isdigit() for c in word):
+                found.add(folded)
+    return found
+
+
 def relevant(digest: Digest, question: str) -> list[Statement]:
-    """The statements that have every marked word of ``question`` (most documents first);
-    none when the question marks no word."""
-    marked = {w for w in marked_words(question) if w}
+    """The statements that have every word the question names (:func:`subject_words`),
+    most documents first; none when it names no word."""
+    marked = subject_words(question)
     if not marked:
         return []
     found = [s for s in digest.statements if marked <= _words(s.text)]

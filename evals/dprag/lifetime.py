@@ -47,13 +47,14 @@ class LifetimeConfig:
     sweep_epsilons: tuple[float, ...] = (2.0, 3.0, 5.0, 8.0)
     sweep_facts: int = 1  # facts per support level in the epsilon sweep
     digest_epsilon: float = 3.0  # the collection's one-time DP digest (0: none)
+    digest_statements: int = 8  # sentences each note contributes to it
     smoke: bool = False
 
 
 FULL = LifetimeConfig(membership=5, sweep_epsilons=(3.0, 5.0, 8.0))
 SMOKE = LifetimeConfig(
     per_level=2,
-    supports=(6,),
+    supports=(16,),  # a note's first sentence alone at the digest's ε 3: ~11 notes suffice
     filler=12,
     records=1,
     membership=1,
@@ -64,6 +65,7 @@ SMOKE = LifetimeConfig(
     max_tokens=8,
     sweep_epsilons=(5.0,),
     sweep_facts=1,
+    digest_statements=1,
     smoke=True,
 )
 # What fits ~20 minutes on two shared cores: 2 facts per level (the FULL run's schedule
@@ -313,7 +315,7 @@ def run_lifetime(
             from companion.rag.digest import DigestConfig, build_digest, digest_charge
 
             t1 = time.time()
-            dconfig = DigestConfig(epsilon=cfg.digest_epsilon)
+            dconfig = DigestConfig(epsilon=cfg.digest_epsilon, max_statements=cfg.digest_statements)
             digest = build_digest(budget, "clinic", dconfig, SeededNoise(seed + 31))
             out["digest"] = {
                 **digest.to_dict(),

@@ -168,3 +168,39 @@ def test_the_threshold_surcharge_pays_the_share_of_delta():
     assert paid >= needed  # covers the convex cost on top of the others' share
     assert paid < 1.01 * b / (1 - share_other - b) / (order - 1) + 1e-15
     assert dg.threshold_surcharge(dg.DigestConfig(threshold_delta=1e-8), order, 1e-8) == math.inf
+
+
+@pytest.mark.parametrize(
+    ("question", "named"),
+    [
+        (
+            "Which drug does the clinic give for Kenosis? Reply with the drug name only.",
+            {"kenosis"},
+        ),
+        ("For Lovuritis, which treatment does the clinic use?", {"lovuritis"}),
+        ("What is the phone number of the patient Mason Taylor?", {"mason", "taylor"}),
+        ("Which drug do I take for Gout?", {"gout"}),
+        ("what does error H-36 mean", {"h-36"}),
+        ("what does the clinic give most often?", set()),
+    ],
+)
+def test_a_question_names_its_subject_not_its_sentence_starts(question, named):
+    from companion.answer.digest import subject_words
+
+    assert subject_words(question) == named
+
+
+def test_a_question_reads_the_statements_that_have_all_it_names():
+    from companion.answer.digest import relevant
+
+    statements = [
+        dg.Statement("Seen for Kenosis; the clinic gave Roabide [number] mg.", 80),
+        dg.Statement("The Kroxsaix scale failed and showed error code H-36.", 40),
+        dg.Statement("Took [number] mg of the usual medicine.", 500),
+    ]
+    digest = dg.Digest("clinic", statements, dg.DigestConfig(), 0.0, 600, 0)
+    got = relevant(digest, "Which drug does the clinic give for Kenosis? Reply with the name.")
+    assert [s.documents for s in got] == [80]
+    assert relevant(digest, "What code does a failing Kroxsaix scale show?")[0].documents == 40
+    assert relevant(digest, "What is the phone number of Kenosis Smith?") == []
+    assert relevant(digest, "what is usually taken?") == []
