@@ -199,6 +199,16 @@ class Settings(BaseSettings):
     answer_cache_ttl_s: float = Field(
         default=7 * 24 * 3600.0, gt=0, description="how long a released answer is served again"
     )
+    # The collection's one-time DP digest (companion/rag/digest.py): built at the first
+    # formal guest question over a collection that has none (every document charged once).
+    guest_digest_epsilon: float = Field(
+        default=3.0,
+        ge=0,
+        le=50,
+        description="epsilon per document of the digest built for guests at their first formal "
+        "question over a collection without one (0: never built on its own; the owner can "
+        "still build it)",
+    )
     # Ingest limits (companion/rag/ingest.py), enforced while extracting.
     max_document_chars: int = Field(
         default=1_000_000, ge=1000, description="most characters extracted from one file"

@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 from companion.answer.context import AnswerContext, chunks_context
 from companion.decoding.defenses.dp_answer import last_question
 from companion.rag.digest import ADD_REMOVE_COLLECTION_DOCUMENT, Digest, Statement, load_digest
+from py_core.errors import InvalidParameterError
 
 if TYPE_CHECKING:
     from companion.answer.plan import AnswerPlan
     from companion.rag.service import RagService
+    from companion.settings import Settings
 
 MAX_STATEMENTS = 4  # statements one answer reads
 _TOKEN = re.compile(r"[\w][\w\-./]*[\w]|[\w]")
@@ -72,6 +74,28 @@ def relevant(digest: Digest, question: str) -> list[Statement]:
     return found[:MAX_STATEMENTS]
 
 
+def _build_for_guests(rag: RagService, collection: str, settings: Settings) -> Digest | None:
+    """The digest a guest's first formal question builds (the setting's epsilon); None when
+    the setting is 0, when the collection has fewer documents than a sentence needs to be
+    released (building would spend budget for nothing), or when no document could pay."""
+    from companion.decoding.noise import secure_generator
+    from companion.rag.budget import DocumentBudget
+    from companion.rag.digest import DigestConfig, build_digest, calibrate
+
+    if settings.guest_digest_epsilon <= 0:
+        return None
+    config = DigestConfig(epsilon=settings.guest_digest_epsilon)
+    if len(rag.store.document_names(collection)) < calibrate(config).documents_needed:
+        return None
+    budget = DocumentBudget.for_settings(rag.store, settings)
+    try:
+        return build_digest(
+            budget, collection, config, secure_generator(), label="guests' digest", once=True
+        )
+    except InvalidParameterError:  # costs more than a whole budget: not built
+        return None
+
+
 def receipt(digest: Digest) -> dict[str, Any]:
     """The answer's receipt, in the fields of :class:`companion.decoding.receipt.Receipt`:
     the digest's guarantee (paid when it was released), and nothing charged now."""
@@ -113,10 +137,14 @@ def receipt(digest: Digest) -> dict[str, Any]:
     }
 
 
-def from_digest(rag: RagService, plan: AnswerPlan) -> tuple[AnswerPlan, AnswerContext] | None:
+def from_digest(
+    rag: RagService, plan: AnswerPlan, settings: Settings | None = None
+) -> tuple[AnswerPlan, AnswerContext] | None:
     """The plan and context of an answer read from the digest; None when it does not
     apply (the owner, no formal defense, no digest, or no statement with the question's
-    marked words)."""
+    subject words).  With ``settings.guest_digest_epsilon`` > 0, a collection without a
+    digest gets one first, at that epsilon (not for the owner's preview: it charges
+    nothing)."""
     from companion.decoding.config import DefenseConfig
 
     if not plan.is_guest or not plan.collection:
@@ -124,6 +152,8 @@ def from_digest(rag: RagService, plan: AnswerPlan) -> tuple[AnswerPlan, AnswerCo
     if not plan.defense.defense.guarantee.formal:
         return None
     digest = load_digest(rag.store, plan.collection)
+    if digest is None and settings is not None and not plan.preview:
+        digest = _build_for_guests(rag, plan.collection, settings)
     if digest is None:
         return None
     found = relevant(digest, last_question(plan.messages))

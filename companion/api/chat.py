@@ -266,7 +266,7 @@ async def chat_completions(
         if hit is not None:
             return _served_again(plan, model_id, hit, body)
     # A question the collection's DP digest speaks to: read from it, charged nothing.
-    digested = await run_in_threadpool(from_digest, rag, plan)
+    digested = await run_in_threadpool(from_digest, rag, plan, settings)
     if digested is not None:
         plan, context = digested
     remember = _remember(rag, None if plan.preview else scope, plan)

@@ -73,6 +73,7 @@ async def create_digest(
         )
     except VeilError as exc:
         raise APIError(400, ErrorCode.INVALID_REQUEST, str(exc), "epsilon") from exc
+    assert digest is not None  # built without `once`, it always is
     return digest.to_dict()
 
 

@@ -253,14 +253,15 @@ def delete_document(rag: RagDep, request: Request, doc_id: DocId) -> dict[str, A
     return {"deleted": True, "id": doc_id}
 
 
-def _forget_answers(rag: Any, collection: str) -> None:
-    """Every released answer kept for ``collection`` (companion/answer/cache.py): a deleted
-    document is gone from what guests are served again too."""
-    if rag.answers is not None:
-        rag.answers.clear(collection)
+def _forget_answers(rag: Any, collection: str, *, collection_deleted: bool = False) -> None:
+    """Every released answer kept for ``collection`` (companion/answer/cache.py) and its
+    digest (companion/rag/digest.py): a deleted document is gone from what guests are
+    served again too."""
     from companion.rag.digest import drop_digest
 
-    drop_digest(rag.store, collection)  # the digest may quote it too
+    if rag.answers is not None:
+        rag.answers.clear(collection)
+    drop_digest(rag.store, collection, collection_deleted=collection_deleted)
 
 
 @router.get("/v1/collections", response_model=list[CollectionOut], summary="List collections")
@@ -274,7 +275,7 @@ def delete_collection(rag: RagDep, request: Request, name: str) -> dict[str, Any
     from companion.api.deps import get_conversations
 
     ids = [d.id for d in rag.store.documents(name)]
-    _forget_answers(rag, name)
+    _forget_answers(rag, name, collection_deleted=True)
     if not rag.store.delete_collection(name):
         raise APIError(404, ErrorCode.NOT_FOUND, f"no collection named {name!r}")
     get_conversations(request).forget_documents(ids)

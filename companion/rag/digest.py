@@ -245,6 +245,11 @@ def meta_key(collection: str) -> str:
     return f"digest:{collection}"
 
 
+def auto_key(collection: str) -> str:
+    """Set when the collection first had a digest: guests' questions build one only before."""
+    return f"digest-auto:{collection}"
+
+
 def new_digest(
     collection: str,
     contributions: Sequence[Sequence[str]],
@@ -321,10 +326,14 @@ def build_digest(
     generator: NoiseSource,
     *,
     label: str = "digest",
-) -> Digest:
+    once: bool = False,
+) -> Digest | None:
     """Charge every document of ``collection`` the digest's cost and release it, in one
     budget transaction (the charges and the digest are written together or not at all).
-    A document that cannot pay is skipped: it contributes nothing."""
+    A document that cannot pay is skipped: it contributes nothing.  ``once`` (the guests'
+    own build): the digest the collection has is returned as it is, and a collection
+    that had one before (since forgotten) gets none -- None, nothing charged; only the
+    owner builds it again."""
     flt = budget.filter
     charge = digest_charge(config, flt)
     if not math.isfinite(charge) or charge > flt.budget:
@@ -334,6 +343,12 @@ def build_digest(
         )
     with budget.store.budget_transaction() as tx:
         conn = tx.conn
+        if once:
+            kept = tx.meta(meta_key(collection))
+            if kept is not None:
+                return Digest.from_json(kept)
+            if tx.meta(auto_key(collection)) is not None:
+                return None
         ids = [
             int(r[0])
             for r in conn.execute(
@@ -365,11 +380,12 @@ def build_digest(
             text = document_text(conn, doc_id)
             contributions.append(statements(text, config.max_statements, config.max_words))
         digest = new_digest(collection, contributions, config, generator, skipped)
-        conn.execute(
-            "INSERT INTO meta (key, value) VALUES (?, ?) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (meta_key(collection), digest.to_json()),
-        )
+        for key, value in ((meta_key(collection), digest.to_json()), (auto_key(collection), label)):
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
     return digest
 
 
@@ -389,8 +405,12 @@ def load_digest(store: Any, collection: str) -> Digest | None:
         return None
 
 
-def drop_digest(store: Any, collection: str) -> bool:
-    """Forget the collection's digest (a document of it was deleted: it may quote it)."""
+def drop_digest(store: Any, collection: str, *, collection_deleted: bool = False) -> bool:
+    """Forget the collection's digest (a document of it was deleted: it may quote it);
+    ``collection_deleted``: also that guests built it once (a new collection of the same
+    name is another collection)."""
     with store.budget_transaction() as tx:
         cur = tx.conn.execute("DELETE FROM meta WHERE key = ?", (meta_key(collection),))
+        if collection_deleted:
+            tx.conn.execute("DELETE FROM meta WHERE key = ?", (auto_key(collection),))
     return bool(cur.rowcount)

@@ -115,3 +115,44 @@ def test_the_digests_requests_are_checked(client):
     extra = client.post("/v1/collections/clinic/digest", json={"epsilon": 3, "seed": 1})
     assert extra.status_code in (400, 422)
     assert client.delete("/v1/collections/clinic/digest").json() == {"deleted": False}
+
+
+def test_the_first_guest_question_builds_the_digest_once(client):
+    raw = _new_key(client, defense_params={"epsilon": 1}, budget=10)
+    got = client.post(
+        "/v1/chat/completions",
+        json=_ask("What does the clinic give for Lovuritis?"),
+        headers=_as(raw),
+    )
+    assert got.status_code == 200, got.text
+    assert got.json()["veil"]["receipt"]["mechanism"] == "digest"
+    assert got.json()["veil"]["guest"]["spent"] == pytest.approx(0.0)
+    assert client.get("/v1/collections/clinic/digest").status_code == 200
+    assert _answers(client) == [1] * NOTES  # the digest's one charge
+    log = client.get("/v1/budget/log", params={"limit": 5}).json()["entries"]
+    assert log[0]["answer_id"] == "guests' digest"
+    # forgotten (a document deleted), it is not built again on its own: the owner decides
+    doc_id = client.get("/v1/documents", params={"collection": "clinic"}).json()[0]["id"]
+    assert client.delete(f"/v1/documents/{doc_id}").status_code == 200
+    again = client.post(
+        "/v1/chat/completions",
+        json=_ask("What does the clinic give for Lovuritis?"),
+        headers=_as(raw),
+    )
+    assert again.json()["veil"]["receipt"]["mechanism"] == "bounded"
+    assert client.get("/v1/collections/clinic/digest").status_code == 404
+    log = client.get("/v1/budget/log", params={"limit": 1000}).json()["entries"]
+    assert sum(1 for e in log if e["answer_id"] == "guests' digest") == NOTES  # built once
+
+
+def test_a_small_collection_gets_no_digest_on_its_own(client):
+    for doc in client.get("/v1/documents", params={"collection": "clinic"}).json()[:10]:
+        assert client.delete(f"/v1/documents/{doc['id']}").status_code == 200
+    raw = _new_key(client, defense_params={"epsilon": 1}, budget=10)
+    got = client.post(
+        "/v1/chat/completions",
+        json=_ask("What does the clinic give for Lovuritis?"),
+        headers=_as(raw),
+    )
+    assert got.json()["veil"]["receipt"]["mechanism"] == "bounded"  # 30 < 32 needed
+    assert client.get("/v1/collections/clinic/digest").status_code == 404
