@@ -11,32 +11,15 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
-from fastapi.testclient import TestClient
 
-from companion.audit.hidden import TargetModel
-from companion.models import load_causal_lm
-from tests.companion.test_guest_keys import BASE, NOTE, _app, _as, _new_key, _tiny_chat_model
+from tests.companion.test_guest_keys import NOTE, _as, _new_key, tiny_client
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture
 def client(tmp_path, monkeypatch):
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
-    folder = _tiny_chat_model(tmp_path / "tiny")
-    loaded = load_causal_lm(str(folder), device="cpu")
-    app = _app(
-        tmp_path / "home",
-        folder,
-        lambda spec, layer: TargetModel(loaded, layer=layer),
-        retrieval_top_k=2,
-        default_max_tokens=4,
-    )
-    with TestClient(app, base_url=BASE) as test_client:
-        test_client.headers["Authorization"] = f"Bearer {app.state.token}"
+    with tiny_client(tmp_path, monkeypatch) as test_client:
         for name, data in (("visit.txt", NOTE), ("extra.txt", b"Lab results are due Friday.")):
             up = test_client.post(
                 "/v1/documents",
@@ -45,7 +28,6 @@ def client(tmp_path, monkeypatch):
             )
             assert up.status_code == 200, up.text
         yield test_client
-    torch.set_num_threads(before)
 
 
 def _ask(question: str, **extra):

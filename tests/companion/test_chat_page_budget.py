@@ -230,17 +230,17 @@ def test_the_owner_builds_the_guest_digest_after_seeing_its_cost(site):  # noqa:
     auth = {"Authorization": f"Bearer {app.state.token}"}
     _connect(page, url, app.state.token)
     paths = []
-    for i in range(40):
+    for i in range(64):  # a sentence all share: released but for a chance under 1e-9
         note = tmp_path / f"visit-{i}.txt"
         note.write_text(f"For gout the clinic gives colchicine 500 mg. Visit {i} went well.")
         paths.append(str(note))
     page.fill("#new-collection", "clinic")
     page.set_input_files("#files", paths)
     page.click("#upload")
-    page.wait_for_selector("#doc-list li:has-text('visit-39.txt') .budget-meter", timeout=120_000)
+    page.wait_for_selector("#doc-list li:has-text('visit-63.txt') .budget-meter", timeout=120_000)
     page.click("#digest-open")
     cost = page.wait_for_selector("#digest-dialog[open] .digest-cost")
-    assert "charges each of the 40 documents" in cost.inner_text()
+    assert "charges each of the 64 documents" in cost.inner_text()
     assert all(d["answers"] == 0 for d in _budget(url, auth).values())  # asking charged nothing
     page.click("#digest-dialog .digest-build")
     page.wait_for_selector("#budget-state:has-text('Digest built')")

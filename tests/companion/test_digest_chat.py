@@ -6,35 +6,20 @@ before, guests cannot reach the digest's routes, and deleting a document forgets
 from __future__ import annotations
 
 import pytest
-import torch
-from fastapi.testclient import TestClient
 
-from companion.audit.hidden import TargetModel
-from companion.models import load_causal_lm
-from tests.companion.test_guest_keys import BASE, _app, _as, _new_key, _tiny_chat_model
+from tests.companion.test_guest_keys import _as, _new_key, tiny_client
 
 pytestmark = pytest.mark.timeout(300)
 
 SHARED = "For Lovuritis the clinic gives Roabide 10 mg twice a day."
-NOTES = 40
+# Enough that a sentence all of them share is released but for a chance under 1e-9 (the
+# noise is the CSPRNG's: 40 notes would miss it 4% of the time at epsilon 3).
+NOTES = 64
 
 
 @pytest.fixture
 def client(tmp_path, monkeypatch):
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
-    folder = _tiny_chat_model(tmp_path / "tiny")
-    loaded = load_causal_lm(str(folder), device="cpu")
-    app = _app(
-        tmp_path / "home",
-        folder,
-        lambda spec, layer: TargetModel(loaded, layer=layer),
-        retrieval_top_k=2,
-        default_max_tokens=4,
-    )
-    with TestClient(app, base_url=BASE) as test_client:
-        test_client.headers["Authorization"] = f"Bearer {app.state.token}"
+    with tiny_client(tmp_path, monkeypatch) as test_client:
         for first in range(0, NOTES, 20):  # max_upload_files per request
             files = [
                 (
@@ -46,7 +31,6 @@ def client(tmp_path, monkeypatch):
             up = test_client.post("/v1/documents", files=files, data={"collection": "clinic"})
             assert up.status_code == 200, up.text
         yield test_client
-    torch.set_num_threads(before)
 
 
 def _ask(question: str) -> dict:
@@ -146,7 +130,7 @@ def test_the_first_guest_question_builds_the_digest_once(client):
 
 
 def test_a_small_collection_gets_no_digest_on_its_own(client):
-    for doc in client.get("/v1/documents", params={"collection": "clinic"}).json()[:10]:
+    for doc in client.get("/v1/documents", params={"collection": "clinic"}).json()[: NOTES - 30]:
         assert client.delete(f"/v1/documents/{doc['id']}").status_code == 200
     raw = _new_key(client, defense_params={"epsilon": 1}, budget=10)
     got = client.post(

@@ -7,11 +7,13 @@ loads a real model.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +95,30 @@ def _app(home: Path, folder: Path, opener: Any, **settings: Any) -> Any:
     jobs = JobManager(pool=ModelPool(opener=opener), setup_config=SMALL)
     app.dependency_overrides[get_audit_jobs] = lambda: jobs
     return app
+
+
+@contextlib.contextmanager
+def tiny_client(tmp_path: Path, monkeypatch: Any) -> Iterator[TestClient]:
+    """The real app on a tiny chat model in its own home, with the owner's token set and
+    torch on one thread (restored after)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
+    folder = _tiny_chat_model(tmp_path / "tiny")
+    loaded = load_causal_lm(str(folder), device="cpu")
+    app = _app(
+        tmp_path / "home",
+        folder,
+        lambda spec, layer: TargetModel(loaded, layer=layer),
+        retrieval_top_k=2,
+        default_max_tokens=4,
+    )
+    try:
+        with TestClient(app, base_url=BASE) as test_client:
+            test_client.headers["Authorization"] = f"Bearer {app.state.token}"
+            yield test_client
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
