@@ -200,14 +200,15 @@ class Settings(BaseSettings):
         default=7 * 24 * 3600.0, gt=0, description="how long a released answer is served again"
     )
     # The collection's one-time DP digest (companion/rag/digest.py): built at the first
-    # formal guest question over a collection that has none (every document charged once).
+    # dp_answer guest question over a collection that never had one (every document
+    # charged once).
     guest_digest_epsilon: float = Field(
         default=3.0,
         ge=0,
         le=50,
-        description="epsilon per document of the digest built for guests at their first formal "
-        "question over a collection without one (0: never built on its own; the owner can "
-        "still build it)",
+        description="epsilon per document of the digest built at a dp_answer guest key's first "
+        "question over a collection that never had one (0: never built on its own; the owner "
+        "can still build it)",
     )
     # Ingest limits (companion/rag/ingest.py), enforced while extracting.
     max_document_chars: int = Field(

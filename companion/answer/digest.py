@@ -75,18 +75,16 @@ def relevant(digest: Digest, question: str) -> list[Statement]:
 
 
 def _build_for_guests(rag: RagService, collection: str, settings: Settings) -> Digest | None:
-    """The digest a guest's first formal question builds (the setting's epsilon); None when
-    the setting is 0, when the collection has fewer documents than a sentence needs to be
-    released (building would spend budget for nothing), or when no document could pay."""
+    """The digest a guest's first dp_answer question builds (the setting's epsilon); None
+    when the setting is 0, when the collection had a digest before, or when it costs more
+    than a whole budget."""
     from companion.decoding.noise import secure_generator
     from companion.rag.budget import DocumentBudget
-    from companion.rag.digest import DigestConfig, build_digest, calibrate
+    from companion.rag.digest import DigestConfig, build_digest
 
     if settings.guest_digest_epsilon <= 0:
         return None
     config = DigestConfig(epsilon=settings.guest_digest_epsilon)
-    if len(rag.store.document_names(collection)) < calibrate(config).documents_needed:
-        return None
     budget = DocumentBudget.for_settings(rag.store, settings)
     try:
         return build_digest(
@@ -142,9 +140,11 @@ def from_digest(
 ) -> tuple[AnswerPlan, AnswerContext] | None:
     """The plan and context of an answer read from the digest; None when it does not
     apply (the owner, no formal defense, no digest, or no statement with the question's
-    subject words).  With ``settings.guest_digest_epsilon`` > 0, a collection without a
-    digest gets one first, at that epsilon (not for the owner's preview: it charges
-    nothing)."""
+    subject words).  A ``dp_answer`` key's question (the lifetime mode) over a collection
+    that never had a digest builds one first, at ``settings.guest_digest_epsilon`` (not
+    for the owner's preview: it charges nothing).  Whether it is built depends on the key's
+    defense and whether the collection had one -- never on the documents or their number,
+    which a guest would then see in whether the digest answers."""
     from companion.decoding.config import DefenseConfig
 
     if not plan.is_guest or not plan.collection:
@@ -152,7 +152,8 @@ def from_digest(
     if not plan.defense.defense.guarantee.formal:
         return None
     digest = load_digest(rag.store, plan.collection)
-    if digest is None and settings is not None and not plan.preview:
+    lifetime_mode = plan.defense.name == "dp_answer"
+    if digest is None and lifetime_mode and settings is not None and not plan.preview:
         digest = _build_for_guests(rag, plan.collection, settings)
     if digest is None:
         return None

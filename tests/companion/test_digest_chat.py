@@ -101,8 +101,8 @@ def test_the_digests_requests_are_checked(client):
     assert client.delete("/v1/collections/clinic/digest").json() == {"deleted": False}
 
 
-def test_the_first_guest_question_builds_the_digest_once(client):
-    raw = _new_key(client, defense_params={"epsilon": 1}, budget=10)
+def test_the_first_dp_answer_question_builds_the_digest_once(client):
+    raw = _new_key(client, defense="dp_answer", budget=20)
     got = client.post(
         "/v1/chat/completions",
         json=_ask("What does the clinic give for Lovuritis?"),
@@ -123,20 +123,31 @@ def test_the_first_guest_question_builds_the_digest_once(client):
         json=_ask("What does the clinic give for Lovuritis?"),
         headers=_as(raw),
     )
-    assert again.json()["veil"]["receipt"]["mechanism"] == "bounded"
+    assert again.json()["veil"]["receipt"]["mechanism"] == "dp_answer"
     assert client.get("/v1/collections/clinic/digest").status_code == 404
     log = client.get("/v1/budget/log", params={"limit": 1000}).json()["entries"]
     assert sum(1 for e in log if e["answer_id"] == "guests' digest") == NOTES  # built once
 
 
-def test_a_small_collection_gets_no_digest_on_its_own(client):
-    for doc in client.get("/v1/documents", params={"collection": "clinic"}).json()[: NOTES - 30]:
-        assert client.delete(f"/v1/documents/{doc['id']}").status_code == 200
-    raw = _new_key(client, defense_params={"epsilon": 1}, budget=10)
+def test_only_the_lifetime_mode_builds_it_and_never_by_the_collections_size(client):
+    bounded = _new_key(client, defense_params={"epsilon": 1}, budget=10)
     got = client.post(
+        "/v1/chat/completions",
+        json=_ask("What does the clinic give for Lovuritis?"),
+        headers=_as(bounded),
+    )
+    assert got.json()["veil"]["receipt"]["mechanism"] == "bounded"
+    assert client.get("/v1/collections/clinic/digest").status_code == 404
+    # two notes left: too few for any sentence, built all the same (a rule that looked at
+    # the number of documents would tell guests that number by whether the digest answers)
+    for doc in client.get("/v1/documents", params={"collection": "clinic"}).json()[2:]:
+        assert client.delete(f"/v1/documents/{doc['id']}").status_code == 200
+    raw = _new_key(client, defense="dp_answer", budget=20)
+    asked = client.post(
         "/v1/chat/completions",
         json=_ask("What does the clinic give for Lovuritis?"),
         headers=_as(raw),
     )
-    assert got.json()["veil"]["receipt"]["mechanism"] == "bounded"  # 30 < 32 needed
-    assert client.get("/v1/collections/clinic/digest").status_code == 404
+    assert asked.json()["veil"]["receipt"]["mechanism"] == "dp_answer"
+    built = client.get("/v1/collections/clinic/digest")
+    assert built.status_code == 200 and built.json()["statements"] == []
