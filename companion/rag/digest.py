@@ -49,16 +49,16 @@ from typing import Any
 import torch
 
 from companion.decoding.base import calibrate_sigma
-from companion.decoding.defenses.dp_answer import tail_quantile
+from companion.decoding.defenses.dp_answer import THRESHOLD_DELTA_CAP, tail_quantile
 from companion.decoding.noise import NoiseSource, check_source
 from py_core.accounting import DEFAULT_DELTA, GaussianEvent
 from py_core.errors import InvalidParameterError
 from py_core.validate import check_count, check_delta, check_positive
 
 ADD_REMOVE_COLLECTION_DOCUMENT = "adding or removing one document of the collection"
-# A document's threshold deltas from every other mechanism (dp_answer's, capped below
-# `most * td < delta` -- 0.99 delta at its default) leave at least this share of delta.
-OTHER_THRESHOLD_SHARE = 0.99
+# The share of a document's delta every other thresholded charge may hold: dp_answer's
+# surcharge caps its threshold deltas there (THRESHOLD_DELTA_CAP).
+OTHER_THRESHOLD_SHARE = THRESHOLD_DELTA_CAP
 NUMBER = "[number]"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _STANDALONE_NUMBER = re.compile(r"(?<![\w\-])[+\-]?\d+(?:[.,]\d+)*(?![\w\-])")

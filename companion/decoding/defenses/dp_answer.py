@@ -61,6 +61,10 @@ THRESHOLD_SHARE = 0.55
 # groups empty and give others two).
 DOCUMENTS_PER_GROUP = 1.25
 
+# The share of a document's delta that dp_answer's threshold deltas may hold at most, over
+# its lifetime; the rest is the digest's (companion/rag/digest.py).
+THRESHOLD_DELTA_CAP = 0.99
+
 RELEASED = "released_answer"  # the selection released a proposed answer
 NO_ANSWER = "no_supported_answer"  # no answer's noisy count reached the threshold
 
@@ -627,15 +631,18 @@ def threshold_surcharge(
     (order - 1)`` of budget, paid in N equal parts (the loss is convex in N, so N parts
     also cover every smaller number of answers).
 
-    When N answers' threshold deltas would reach ``delta`` (a small charge: a small
-    epsilon, or Poisson subsampling's amplified one), the charge is first raised to
-    ``budget / M``, M the most answers whose deltas stay under ``delta``, so no document
-    is charged more than M times; infinity (no document can pay: fail closed) only when
+    When N answers' threshold deltas would pass ``THRESHOLD_DELTA_CAP`` of ``delta`` (a
+    small charge: a small epsilon, or Poisson subsampling's amplified one), the charge is
+    first raised to ``budget / M``, M the most answers whose deltas stay within that share,
+    so no document is charged more than M times; infinity (no document can pay: fail closed) only when
     not even one answer's threshold delta fits.
     """
     td = float(config.threshold_delta)
-    most = math.floor(delta / td)  # the largest M with M * td < delta (floats: checked)
-    while most >= 1 and most * td / delta >= 1.0:
+    # the largest M with M * td <= THRESHOLD_DELTA_CAP * delta (floats: checked), so the
+    # other thresholded charges of a document (the digest's) have the rest of delta
+    cap = THRESHOLD_DELTA_CAP * (1.0 + 1e-12)
+    most = math.floor(cap * delta / td)
+    while most >= 1 and most * td / delta > cap:
         most -= 1
     if most < 1:
         return math.inf
