@@ -33,7 +33,8 @@ _TOKEN = re.compile(r"[\w][\w\-./]*[\w]|[\w]")
 DIGEST_NOTE = (
     "Answered from the collection's digest: statements that many of its documents share, "
     "released once with differential privacy. Reading them costs no budget, neither the "
-    "documents' nor your key's."
+    "documents' nor your key's. The digest holds only what many documents write the same "
+    "way; a question about what a few documents say goes to your key's defense instead."
 )
 
 
