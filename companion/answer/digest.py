@@ -18,7 +18,7 @@ import unicodedata
 from typing import TYPE_CHECKING, Any
 
 from companion.answer.context import AnswerContext, chunks_context
-from companion.decoding.defenses.dp_answer import last_question
+from companion.decoding.defenses.dp_answer import _WORD, last_question  # the same words
 from companion.rag.digest import ADD_REMOVE_COLLECTION_DOCUMENT, Digest, Statement, load_digest
 from py_core.errors import InvalidParameterError
 
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from companion.settings import Settings
 
 MAX_STATEMENTS = 4  # statements one answer reads
-_TOKEN = re.compile(r"[\w][\w\-./]*[\w]|[\w]")
 
 DIGEST_NOTE = (
     "Answered from the collection's digest: statements that many of its documents share, "
@@ -39,7 +38,7 @@ DIGEST_NOTE = (
 
 
 def _words(text: str) -> set[str]:
-    return set(_TOKEN.findall(unicodedata.normalize("NFKC", text).casefold()))
+    return set(_WORD.findall(unicodedata.normalize("NFKC", text).casefold()))
 
 
 _SENTENCE = re.compile(r"(?<=[.!?:;])\s+")

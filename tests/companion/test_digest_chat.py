@@ -37,6 +37,15 @@ def _ask(question: str) -> dict:
     return {"messages": [{"role": "user", "content": question}], "max_tokens": 4}
 
 
+def _lovuritis(client, raw: str):
+    """A guest's question about what the shared sentence says."""
+    return client.post(
+        "/v1/chat/completions",
+        json=_ask("What does the clinic give for Lovuritis?"),
+        headers=_as(raw),
+    )
+
+
 def _answers(client) -> list[int]:
     return sorted(d["answers"] for d in client.get("/v1/budget").json()["documents"])
 
@@ -57,11 +66,7 @@ def test_a_guest_question_the_digest_speaks_to_costs_nothing(client):
     # guests cannot reach the digest's routes
     assert client.get("/v1/collections/clinic/digest", headers=_as(raw)).status_code == 403
     # a question naming what the digest has: read from it, nothing charged
-    got = client.post(
-        "/v1/chat/completions",
-        json=_ask("What does the clinic give for Lovuritis?"),
-        headers=_as(raw),
-    )
+    got = _lovuritis(client, raw)
     assert got.status_code == 200, got.text
     veil = got.json()["veil"]
     assert veil["receipt"]["mechanism"] == "digest" and veil["receipt"]["epsilon_spent"] == 0
@@ -84,11 +89,7 @@ def test_a_guest_question_the_digest_speaks_to_costs_nothing(client):
     doc_id = client.get("/v1/documents", params={"collection": "clinic"}).json()[0]["id"]
     assert client.delete(f"/v1/documents/{doc_id}").status_code == 200
     assert client.get("/v1/collections/clinic/digest").status_code == 404
-    again = client.post(
-        "/v1/chat/completions",
-        json=_ask("What does the clinic give for Lovuritis?"),
-        headers=_as(raw),
-    )
+    again = _lovuritis(client, raw)
     assert again.json()["veil"]["receipt"]["mechanism"] == "bounded"
 
 
@@ -103,11 +104,7 @@ def test_the_digests_requests_are_checked(client):
 
 def test_the_first_dp_answer_question_builds_the_digest_once(client):
     raw = _new_key(client, defense="dp_answer", budget=20)
-    got = client.post(
-        "/v1/chat/completions",
-        json=_ask("What does the clinic give for Lovuritis?"),
-        headers=_as(raw),
-    )
+    got = _lovuritis(client, raw)
     assert got.status_code == 200, got.text
     assert got.json()["veil"]["receipt"]["mechanism"] == "digest"
     assert got.json()["veil"]["guest"]["spent"] == pytest.approx(0.0)
@@ -118,11 +115,7 @@ def test_the_first_dp_answer_question_builds_the_digest_once(client):
     # forgotten (a document deleted), it is not built again on its own: the owner decides
     doc_id = client.get("/v1/documents", params={"collection": "clinic"}).json()[0]["id"]
     assert client.delete(f"/v1/documents/{doc_id}").status_code == 200
-    again = client.post(
-        "/v1/chat/completions",
-        json=_ask("What does the clinic give for Lovuritis?"),
-        headers=_as(raw),
-    )
+    again = _lovuritis(client, raw)
     assert again.json()["veil"]["receipt"]["mechanism"] == "dp_answer"
     assert client.get("/v1/collections/clinic/digest").status_code == 404
     log = client.get("/v1/budget/log", params={"limit": 1000}).json()["entries"]
@@ -131,11 +124,7 @@ def test_the_first_dp_answer_question_builds_the_digest_once(client):
 
 def test_only_the_lifetime_mode_builds_it_and_never_by_the_collections_size(client):
     bounded = _new_key(client, defense_params={"epsilon": 1}, budget=10)
-    got = client.post(
-        "/v1/chat/completions",
-        json=_ask("What does the clinic give for Lovuritis?"),
-        headers=_as(bounded),
-    )
+    got = _lovuritis(client, bounded)
     assert got.json()["veil"]["receipt"]["mechanism"] == "bounded"
     assert client.get("/v1/collections/clinic/digest").status_code == 404
     # two notes left: too few for any sentence, built all the same (a rule that looked at
@@ -143,11 +132,7 @@ def test_only_the_lifetime_mode_builds_it_and_never_by_the_collections_size(clie
     for doc in client.get("/v1/documents", params={"collection": "clinic"}).json()[2:]:
         assert client.delete(f"/v1/documents/{doc['id']}").status_code == 200
     raw = _new_key(client, defense="dp_answer", budget=20)
-    asked = client.post(
-        "/v1/chat/completions",
-        json=_ask("What does the clinic give for Lovuritis?"),
-        headers=_as(raw),
-    )
+    asked = _lovuritis(client, raw)
     assert asked.json()["veil"]["receipt"]["mechanism"] == "dp_answer"
     built = client.get("/v1/collections/clinic/digest")
     assert built.status_code == 200 and built.json()["statements"] == []
