@@ -317,6 +317,7 @@ def run_lifetime(
             t1 = time.time()
             dconfig = DigestConfig(epsilon=cfg.digest_epsilon, max_statements=cfg.digest_statements)
             digest = build_digest(budget, "clinic", dconfig, SeededNoise(seed + 31))
+            assert digest is not None  # built without `once`, it always is
             out["digest"] = {
                 **digest.to_dict(),
                 "seconds": time.time() - t1,
