@@ -28,6 +28,12 @@ if TYPE_CHECKING:
     from companion.settings import Settings
 
 MAX_STATEMENTS = 4  # statements one answer reads
+# The prompt layout a digest answer is read with: the grounded instruction (answer from the
+# passages, copy names and codes as written) and the statements, numbered, before the
+# question.  Statements are single sentences with the answer in them; read in the chat's
+# default ``system`` layout SmolLM2-135M answered 40 of the lifetime run's 60 distinct
+# digest questions right, in this one 50 (docs/methods/dprag.md, "The collection's digest").
+DIGEST_LAYOUT = "user"
 
 DIGEST_NOTE = (
     "Answered from the collection's digest: statements that many of its documents share, "
@@ -145,8 +151,6 @@ def from_digest(
     for the owner's preview: it charges nothing).  Whether it is built depends on the key's
     defense and whether the collection had one -- never on the documents or their number,
     which a guest would then see in whether the digest answers."""
-    from companion.decoding.config import DefenseConfig
-
     if not plan.is_guest or not plan.collection:
         return None
     if not plan.defense.defense.guarantee.formal:
@@ -166,10 +170,18 @@ def from_digest(
         "charged": 0,
         "note": DIGEST_NOTE,
     }
-    read = dataclasses.replace(
+    return reading(plan, receipt(digest)), context
+
+
+def reading(plan: AnswerPlan, digest_receipt: dict[str, Any] | None = None) -> AnswerPlan:
+    """The plan that reads the digest's statements: the public model without noise (the
+    statements are already DP), in :data:`DIGEST_LAYOUT`."""
+    from companion.decoding.config import DefenseConfig
+
+    return dataclasses.replace(
         plan,
         defense=DefenseConfig.from_options("none"),
         pad_context_to=None,
-        digest=receipt(digest),
+        layout=DIGEST_LAYOUT,
+        digest=digest_receipt,
     )
-    return read, context

@@ -172,12 +172,12 @@ class Guest:
 
     def _from_digest(self, question: str, seed: int, t0: float) -> dict[str, Any] | None:
         from companion.answer import AnswerPlan, answer_now, chunks_context
-        from companion.answer.digest import relevant
+        from companion.answer.digest import reading, relevant
 
         found = relevant(self.digest, question)
         if not found:
             return None
-        plan = AnswerPlan.for_question(question, "none", self.cfg.max_tokens, seed=seed)
+        plan = reading(AnswerPlan.for_question(question, "none", self.cfg.max_tokens, seed=seed))
         res = answer_now(plan, chunks_context([s.text for s in found]), self.lm)
         return {
             "answer": res.text,

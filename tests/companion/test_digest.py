@@ -204,3 +204,19 @@ def test_a_question_reads_the_statements_that_have_all_it_names():
     assert relevant(digest, "What code does a failing Kroxsaix scale show?")[0].documents == 40
     assert relevant(digest, "What is the phone number of Kenosis Smith?") == []
     assert relevant(digest, "what is usually taken?") == []
+
+
+def test_a_digest_answer_reads_its_statements_as_numbered_passages_without_noise():
+    from companion.answer import AnswerPlan
+    from companion.answer.digest import DIGEST_LAYOUT, reading
+    from companion.rag.prompt import GROUNDED_PROMPT, build_messages, format_context
+
+    question = "Which drug does the clinic give for Kenosis?"
+    plan = reading(AnswerPlan.for_question(question, "dp_answer", pad_context_to=64))
+    assert plan.defense.name == "none" and plan.pad_context_to is None
+    assert plan.layout == DIGEST_LAYOUT == "user"
+    statement = "Seen for Kenosis; the clinic gave Roabide [number] mg."
+    context = format_context([statement], plan.layout)
+    system, user = build_messages(plan.messages, context, layout=plan.layout)
+    assert system["content"].startswith(GROUNDED_PROMPT)  # copy names as written
+    assert user["content"] == f"Documents:\n[1] {statement}\n\nQuestion: {question}"
