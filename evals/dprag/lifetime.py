@@ -48,10 +48,21 @@ class LifetimeConfig:
     sweep_facts: int = 1  # facts per support level in the epsilon sweep
     digest_epsilon: float = 3.0  # the collection's one-time DP digest (0: none)
     digest_statements: int = 8  # sentences each note contributes to it
+    # chat models that read the digest after the run (evals/dprag/digest_models.py); the
+    # run's own model by its name is reused
+    digest_models: tuple[str, ...] = ()
     smoke: bool = False
 
 
-FULL = LifetimeConfig(membership=5, sweep_epsilons=(3.0, 5.0, 8.0))
+FULL = LifetimeConfig(
+    membership=5,
+    sweep_epsilons=(3.0, 5.0, 8.0),
+    digest_models=(
+        "smollm2-135m-instruct",
+        "qwen2.5-coder-0.5b-instruct",
+        "qwen2.5-coder-1.5b-instruct",
+    ),
+)
 SMOKE = LifetimeConfig(
     per_level=2,
     supports=(16,),  # a note's first sentence alone at the digest's ε 3: ~11 notes suffice
@@ -66,6 +77,7 @@ SMOKE = LifetimeConfig(
     sweep_epsilons=(5.0,),
     sweep_facts=1,
     digest_statements=1,
+    digest_models=("smollm2-135m-instruct",),
     smoke=True,
 )
 # What fits ~20 minutes on two shared cores: 2 facts per level (the FULL run's schedule
@@ -191,12 +203,17 @@ class Guest:
 
 
 def _baselines(
-    lm: Any, rag: Any, question: str, max_tokens: int, seed: int
+    lm: Any,
+    rag: Any,
+    question: str,
+    max_tokens: int,
+    seed: int,
+    labels: Sequence[str] = ("none", "no-RAG"),
 ) -> list[dict[str, Any]]:
     from companion.answer import AnswerPlan, answer_now, chunks_context
 
     rows = []
-    for label in ("none", "no-RAG"):
+    for label in labels:
         chunks = [] if label == "no-RAG" else [h.text for h in rag.search(question, "clinic", 3)]
         plan = AnswerPlan.for_question(question, "none", max_tokens, seed=seed)
         t0 = time.perf_counter()
@@ -272,6 +289,7 @@ def run_lifetime(
     seed: int = CORPUS_SEED,
     log: Any = print,
     save: Any = lambda _out: None,
+    model_name: str = "smollm2-135m-instruct",
 ) -> dict[str, Any]:
     from companion.answer.cache import AnswerCache
     from companion.decoding.defenses.dp_answer import calibrate
@@ -387,6 +405,24 @@ def run_lifetime(
                     save(out)
         _record_documents(out, budget, rag, defense, cfg)
         out["fresh_private_answers"] = guest.n
+        save(out)
+        if digest is not None and cfg.digest_models:
+            from evals.dprag.digest_models import read_by_models, strong_without_digest
+
+            part = read_by_models(
+                cfg.digest_models,
+                (model_name, lm),
+                rag,
+                digest,
+                asks,
+                cfg.max_tokens,
+                seed=seed + 523,
+                log=log,
+            )
+            out["digest_models"] = {
+                **part,
+                "strong_without_digest": strong_without_digest(digest, asks),
+            }
         cache.close()
         rag.store.close()
     return out

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from evals import common
+from evals.dprag import digest_models
 from evals.dprag.lifetime import membership_auc, summary
 
 NOT_MEASURED = (
@@ -139,6 +140,7 @@ def section(results: dict[str, Any], out: Path) -> list[str]:
             f"Filter: order {flt.get('order')}, budget {flt.get('budget_rdp', 0):.4f} RDP, each answer charges {flt.get('charge_rdp', 0):.4f} (store-level Gaussian part; plus the threshold surcharge).",
             "",
         ]
+    lines += digest_models.section(life.get("digest_models") or {})
     lines += [f"![{p}]({p})" for p in _plots(life, out)]
     return lines
 

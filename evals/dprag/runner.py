@@ -541,7 +541,9 @@ def run_evaluation(
                         common.write_results(out, results)
 
                     which = "smoke" if config.smoke else lifetime
-                    part = run_lifetime(lm, rag.embedder, CONFIGS[which], save=save)
+                    part = run_lifetime(
+                        lm, rag.embedder, CONFIGS[which], save=save, model_name=name
+                    )
                     results["lifetime"] = {**part, "model": name}
 
                 stage(f"{name}: lifetime run (dp_answer)", lifetime_stage)
