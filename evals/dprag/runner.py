@@ -454,7 +454,7 @@ def run_evaluation(
                 "ingest_seconds": ingest_seconds,
                 "threads": threads,
                 "dtype": dtype,
-                "command": common.command("dprag", out, smoke=config.smoke),
+                "command": common.command("dprag", out, *options, smoke=config.smoke),
                 "facts": [
                     {"kind": f.kind, "subject": f.subject, "answer": f.answer, "support": f.support}
                     for f in corpus.facts
@@ -463,6 +463,11 @@ def run_evaluation(
             }
 
         errors: list[str] = []
+        options = [
+            *([f"--stages {','.join(stages)}"] if tuple(stages) != STAGES else []),
+            *([f"--threads {threads}"] if threads != 1 else []),
+            *([f"--lifetime {lifetime}"] if "lifetime" in stages and lifetime != "full" else []),
+        ]
 
         def stage(label: str, work: Any) -> Any:
             """Run one stage; a failure is recorded and the rest goes on; save what is done."""
