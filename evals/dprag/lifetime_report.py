@@ -161,7 +161,8 @@ def _plots(life: dict[str, Any], out: Path) -> list[str]:
         ax.set_xticks(range(len(levels)), [str(lv) for lv in levels])
         ax.set_xlabel("notes backing the fact")
         ax.set_ylabel("answered right (whole run)")
-        ax.legend()
+        ax.set_ylim(0, 1)
+        ax.legend(ncol=3, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
         names.append(common.save_figure(fig, out, "lifetime_accuracy_by_support.png"))
     docs = life.get("documents", [])
     if docs:
