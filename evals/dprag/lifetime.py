@@ -38,7 +38,7 @@ class LifetimeConfig:
     epsilon: float = 5.0  # per answer, store-level add/remove
     groups: int = 0  # 0: dp_answer's setting for epsilon
     group_tokens: int = 48
-    answer_tokens: int = 6
+    answer_tokens: int = 16  # the proposals reach a code after their preamble
     relevance: float = 0.5  # the budget's cosine threshold (every candidate is charged)
     similarity: float = 0.9  # the cache's paraphrase threshold
     document_epsilon: float = 10.0

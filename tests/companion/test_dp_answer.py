@@ -228,9 +228,17 @@ def test_the_released_answer_is_emitted_then_the_answer_ends() -> None:
         out.append(int(torch.argmax(scores[0])))
         if out[-1] == 0:
             break
-    assert "".join(chr(t) for t in out if t) == "quorvane"
+    assert "".join(chr(t) for t in out if t) == "Quorvane"  # the key, as displayed
     assert m.report()["released"] is True
     assert m.ledger.records[0].reasons == (da.RELEASED,)
+
+
+@pytest.mark.parametrize(
+    ("key", "shown"),
+    [("fenorvane", "Fenorvane"), ("h-36", "H-36"), ("posovir 20 mg", "Posovir 20 mg"), ("", "")],
+)
+def test_a_released_key_is_shown_capitalised_and_its_codes_in_upper_case(key, shown) -> None:
+    assert da.displayed(key) == shown
 
 
 def test_without_support_the_public_model_answers() -> None:

@@ -206,6 +206,15 @@ def normalise(text: str, public: str = "", max_words: int = 6) -> str:
     return " ".join(kept[:max_words])
 
 
+def displayed(key: str) -> str:
+    """The released key as the answer shows it: its first letter capitalised and the letters
+    of a word with a digit in upper case ("h-36" -> "H-36", "fenorvane" -> "Fenorvane").  A
+    function of the key alone (post-processing); the documents' own casing is not read."""
+    words = [w.upper() if any(c.isdigit() for c in w) else w for w in key.split(" ")]
+    text = " ".join(words)
+    return text[:1].upper() + text[1:]
+
+
 @dataclass(frozen=True, slots=True)
 class DpAnswerConfig:
     """One private selection per answer, calibrated to ``epsilon`` for store-level add/remove.
@@ -221,7 +230,7 @@ class DpAnswerConfig:
     delta: float = DEFAULT_DELTA
     groups: int = 0
     top_k: int = 0
-    answer_tokens: int = 10
+    answer_tokens: int = 16  # "The <device> failed and showed error code M-31": ~15 tokens
     group_tokens: int = 64
     threshold_delta: float = 1e-8
     sample_rate: float = 1.0
@@ -478,7 +487,8 @@ class DpAnswerMechanism:
         self.released, self.facts = select(keys, cal.sigma, cal.tau, self.generator)
         self.selected = True
         if self.released is not None:
-            self._forced = list(self.tokenizer.encode(self.released, add_special_tokens=False))
+            text = displayed(self.released)
+            self._forced = list(self.tokenizer.encode(text, add_special_tokens=False))
         return self.released
 
     def step(
