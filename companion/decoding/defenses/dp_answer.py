@@ -635,33 +635,34 @@ def threshold_surcharge(
 ) -> float:
     """The RDP added to each charge so that a document's threshold deltas fit its budget.
 
-    A document charged ``charge`` per answer can be charged at most ``N = budget // charge``
-    times.  Its spend converts to (epsilon, delta') with ``delta' = delta - N * threshold_delta``
-    left for the Rényi part; at the filter's order that costs ``-log(1 - N td / delta) /
-    (order - 1)`` of budget, paid in N equal parts (the loss is convex in N, so N parts
-    also cover every smaller number of answers).
+    With ``N = budget / charge`` (a real number), each answer pays ``f(N td) / N`` with
+    ``f(T) = -log(1 - T / delta) / (order - 1)``: what converting the Rényi part at
+    ``delta - T`` costs.  That pays for any mix of answers on one document, whatever their
+    configurations: answers of configuration X take a share ``w_X = n_X c_X / budget`` of
+    the budget (c_X the whole charge, so the shares sum to at most 1), their deltas sum to
+    ``T = sum w_X T_X`` with ``T_X = td_X budget / c_X <= N_X td_X``, and by Jensen
+    (f convex, f(0) = 0) ``f(T) <= sum w_X f(T_X) <= sum n_X f(N_X td_X) / N_X``, f(T)/N
+    growing with T.  (Rounding N down, as before, under-paid such mixes:
+    tests/companion/test_dp_answer.py finds them.)
 
     When N answers' threshold deltas would pass ``THRESHOLD_DELTA_CAP`` of ``delta`` (a
     small charge: a small epsilon, or Poisson subsampling's amplified one), the charge is
-    first raised to ``budget / M``, M the most answers whose deltas stay within that share,
-    so no document is charged more than M times; infinity (no document can pay: fail closed) only when
-    not even one answer's threshold delta fits.
+    first raised to ``budget / M``, M = the cap's share of delta over ``td``, so that
+    ``T_X <= M td`` stays within the cap; infinity (no document can pay: fail closed) only
+    when not even one answer's threshold delta fits.
     """
     td = float(config.threshold_delta)
-    # the largest M with M * td <= THRESHOLD_DELTA_CAP * delta (floats: checked), so the
-    # other thresholded charges of a document (the digest's) have the rest of delta
-    cap = THRESHOLD_DELTA_CAP * (1.0 + 1e-12)
-    most = math.floor(cap * delta / td)
-    while most >= 1 and most * td / delta > cap:
-        most -= 1
-    if most < 1:
+    # the most answers (a real number, not rounded down) whose deltas fit the cap; the other
+    # thresholded charges of a document (the digest's) have the rest of delta
+    most = THRESHOLD_DELTA_CAP * delta / td
+    if most < 1.0:
         return math.inf
-    n = max(1, int(budget // charge)) if charge > 0 else 1
+    n = budget / charge if charge > 0 else 1.0  # real: see the docstring
     raise_to = 0.0
     if n > most:  # more answers than the deltas allow: at most M of them
         raise_to = budget / most - charge
         n = most
-    share = n * td / delta
+    share = min(n * td / delta, THRESHOLD_DELTA_CAP)
     return raise_to + -math.log1p(-share) / ((order - 1.0) * n)
 
 
