@@ -641,8 +641,8 @@ def threshold_surcharge(
     configurations: answers of configuration X take a share ``w_X = n_X c_X / budget`` of
     the budget (c_X the whole charge, so the shares sum to at most 1), their deltas sum to
     ``T = sum w_X T_X`` with ``T_X = td_X budget / c_X <= N_X td_X``, and by Jensen
-    (f convex, f(0) = 0) ``f(T) <= sum w_X f(T_X) <= sum n_X f(N_X td_X) / N_X``, f(T)/N
-    growing with T.  (Rounding N down, as before, under-paid such mixes:
+    (f convex, f(0) = 0) ``f(T) <= sum w_X f(T_X) <= sum n_X f(N_X td_X) / N_X``, as
+    f(T)/T grows with T.  (Rounding N down, as before, under-paid such mixes:
     tests/companion/test_dp_answer.py finds them.)
 
     When N answers' threshold deltas would pass ``THRESHOLD_DELTA_CAP`` of ``delta`` (a
