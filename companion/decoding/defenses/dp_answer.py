@@ -635,26 +635,19 @@ def threshold_surcharge(
 ) -> float:
     """The RDP added to each charge so that a document's threshold deltas fit its budget.
 
-    With ``N = budget / charge`` (a real number), each answer pays ``f(N td) / N`` with
-    ``f(T) = -log(1 - T / delta) / (order - 1)``: what converting the Rényi part at
-    ``delta - T`` costs.  That pays for any mix of answers on one document, whatever their
-    configurations: answers of configuration X take a share ``w_X = n_X c_X / budget`` of
-    the budget (c_X the whole charge, so the shares sum to at most 1), their deltas sum to
-    ``T = sum w_X T_X`` with ``T_X = td_X budget / c_X <= N_X td_X``, and by Jensen
-    (f convex, f(0) = 0) ``f(T) <= sum w_X f(T_X) <= sum n_X f(N_X td_X) / N_X``, as
-    f(T)/T grows with T.  (Rounding N down, as before, under-paid such mixes:
-    tests/companion/test_dp_answer.py finds them.)
+    With ``N = budget / charge`` (a real number), each answer pays ``f(N td) / N``,
+    ``f(T) = -log(1 - T / delta) / (order - 1)`` (what converting the Rényi part at
+    ``delta - T`` costs).  By Jensen over the budget shares of each configuration that
+    charges a document, that pays for any mix of them (docs/methods/dprag.md, "A lifetime
+    of answers"); N rounded down, as before, under-paid some mixes.
 
     When N answers' threshold deltas would pass ``THRESHOLD_DELTA_CAP`` of ``delta`` (a
     small charge: a small epsilon, or Poisson subsampling's amplified one), the charge is
-    first raised to ``budget / M``, M = the cap's share of delta over ``td``, so that
-    ``T_X <= M td`` stays within the cap; infinity (no document can pay: fail closed) only
-    when not even one answer's threshold delta fits.
+    first raised to ``budget / M``, M = the cap's share of delta over ``td``; infinity (no
+    document can pay: fail closed) only when not even one answer's threshold delta fits.
     """
     td = float(config.threshold_delta)
-    # the most answers (a real number, not rounded down) whose deltas fit the cap; the other
-    # thresholded charges of a document (the digest's) have the rest of delta
-    most = THRESHOLD_DELTA_CAP * delta / td
+    most = THRESHOLD_DELTA_CAP * delta / td  # answers whose deltas fit (the digest: the rest)
     if most < 1.0:
         return math.inf
     n = budget / charge if charge > 0 else 1.0  # real: see the docstring
