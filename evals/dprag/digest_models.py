@@ -48,10 +48,13 @@ def read_by_models(
     from companion.answer.digest import reading, relevant
     from evals.dprag.lifetime import _baselines
 
-    seen: dict[str, Ask] = {}
+    seen: dict[str, tuple[Ask, list[str]]] = {}  # question -> its ask, the statements read
     for ask in asks:
-        if ask.question.kind == "population" and relevant(digest, ask.question.text):
-            seen.setdefault(ask.question.text, ask)
+        text = ask.question.text
+        if ask.question.kind == "population" and text not in seen:
+            found = [s.text for s in relevant(digest, text)]
+            if found:
+                seen[text] = (ask, found)
     out: dict[str, Any] = {"rows": [], "errors": {}, "questions": len(seen)}
     for name in names:
         try:
@@ -60,11 +63,11 @@ def read_by_models(
             out["errors"][name] = f"{type(exc).__name__}: {exc}"
             log(f"[lifetime] digest by {name}: not loaded ({exc})")
             continue
-        for i, (text, ask) in enumerate(seen.items()):
+        for i, (text, (ask, statements)) in enumerate(seen.items()):
             q = ask.question
             plan = reading(AnswerPlan.for_question(text, "none", max_tokens, seed=seed + i))
             t0 = time.perf_counter()
-            res = answer_now(plan, chunks_context([s.text for s in relevant(digest, text)]), lm)
+            res = answer_now(plan, chunks_context(statements), lm)
             took = time.perf_counter() - t0
             none = _baselines(lm, rag, text, max_tokens, seed + i, labels=("none",))[0]
             out["rows"].append(
@@ -86,8 +89,6 @@ def read_by_models(
             f"[lifetime] digest by {name}: {sum(r['digest_correct'] for r in got)}/{len(got)} "
             f"right, undefended {sum(r['none_correct'] for r in got)}/{len(got)}"
         )
-        if lm is not run_model[1]:
-            del lm
     return out
 
 
