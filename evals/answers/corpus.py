@@ -471,6 +471,26 @@ def declines(answer: str) -> bool:
     return bool(DECLINE.search(first_line(answer)))
 
 
+# A licence's full name as answers write it -> the short name DEP-5 files use (longest
+# first: "lesser general public" before "general public").  "version 3" then reads "3".
+_LICENCE_NAMES = (
+    (r"gnu (?:lesser|library) general public licen[cs]e(?: \(lgpl\))?", "lgpl"),
+    (r"gnu affero general public licen[cs]e(?: \(agpl\))?", "agpl"),
+    (r"gnu free documentation licen[cs]e(?: \(gfdl\))?", "gfdl"),
+    (r"gnu general public licen[cs]e(?: \(gpl\))?", "gpl"),
+    (r"apache (?:software )?licen[cs]e", "apache"),
+    (r"mozilla public licen[cs]e(?: \(mpl\))?", "mpl"),
+)
+
+
+def licence_norm(line: str) -> str:
+    """A normalised first line with licences under their short names ("GNU General Public
+    License (GPL) version 3" -> "gpl 3"), so that a full name counts like the short one."""
+    for pattern, short in _LICENCE_NAMES:
+        line = re.sub(pattern, short, line)
+    return re.sub(r"\b(a?gpl|lgpl|gfdl|apache|mpl),? (?:version|v\.?) ?(?=\d)", r"\1 ", line)
+
+
 def is_right(question: Question, answer: str) -> bool:
     """Answerable: the first line holds a gold form and does not decline; unanswerable:
     the first line declines."""
@@ -482,6 +502,12 @@ def is_right(question: Question, answer: str) -> bool:
     if question.kind == "bug-version":  # a version must stand alone, not inside a longer one
         pattern = r"(?<![\w.~+-])" + re.escape(question.gold[0]) + r"(?![\w~+]|\.\d)"
         return bool(re.search(pattern, line))
+    if question.kind == "licence":  # a whole name: "gpl 2" is not inside "lgpl 2.1"
+        line = licence_norm(line)
+        return any(
+            re.search(r"(?<![\w.-])" + re.escape(_norm(form)) + r"(?![\w]|\.\d)", line)
+            for form in question.gold
+        )
     return any(_norm(form) in line for form in question.gold)
 
 

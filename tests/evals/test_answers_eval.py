@@ -147,6 +147,32 @@ def test_questions_come_from_the_records_and_each_has_one_answer(doc_root):
         ),
         (Question("lic?", licence_forms("GPL-2+"), "licence", "c", "d"), "GPLv2 or later", True),
         (Question("lic?", licence_forms("GPL-2+"), "licence", "c", "d"), "GPL-3+", False),
+        (
+            Question("lic?", licence_forms("GPL-3"), "licence", "c", "d"),
+            "They are under the GNU General Public License (GPL) version 3 or later.",
+            True,
+        ),
+        (
+            Question("lic?", licence_forms("GPL-3"), "licence", "c", "d"),
+            "The GNU General Public License (GPL) version 2.",
+            False,
+        ),
+        (
+            Question("lic?", licence_forms("GPL-3"), "licence", "c", "d"),
+            "The GNU General Public License (GPL).",  # no version: not the file's licence
+            False,
+        ),
+        (Question("lic?", licence_forms("GPL-2"), "licence", "c", "d"), "LGPL-2.1", False),
+        (
+            Question("lic?", licence_forms("LGPL-2.1"), "licence", "c", "d"),
+            "the GNU Lesser General Public License, version 2.1",
+            True,
+        ),
+        (
+            Question("lic?", licence_forms("Apache-2.0"), "licence", "c", "d"),
+            "The Apache License, Version 2.0.",
+            True,
+        ),
         (Question("x?", (), "unanswerable-bug", "c", None), "The documents do not say.", True),
         (Question("x?", (), "unanswerable-bug", "c", None), "There is no bug #5 listed.", True),
         (Question("x?", (), "unanswerable-bug", "c", None), "Version 1.2-3.", False),
