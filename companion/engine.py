@@ -93,9 +93,9 @@ class ModelEngine:
 
     @property
     def model_id(self) -> str:
-        from companion.models import DEFAULT_MODEL
+        from companion.models import default_model
 
-        return self.spec or DEFAULT_MODEL
+        return self.spec or default_model()
 
     def _state(self, model_id: str) -> LoadState:
         with self._states_lock:
@@ -130,7 +130,7 @@ class ModelEngine:
         if model is None or model.id == self.model_id:
             with self._load_lock:
                 if self.loaded is None:
-                    self.loaded = self._tracked(self.model_id, self.spec)
+                    self.loaded = self._tracked(self.model_id, self.model_id)
                 return self.loaded
         with self._states_lock:
             lock = self._other_locks.setdefault(model.id, threading.Lock())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,9 @@ from playwright.sync_api import Playwright, sync_playwright
 
 from e2e.harness import EXTENSION, FIXTURES, Browser, build_all
 from e2e.recorder import Recorder
+
+# As in tests/conftest.py: the served default is SmolLM2 whatever model wheels are installed.
+os.environ.setdefault("VEIL_DEFAULT_MODEL", "smollm2-135m-instruct")
 
 
 @pytest.fixture(scope="session")

