@@ -255,6 +255,13 @@ class LoadedModel:
     stops: tuple[str, ...] = ()  # stop strings the model's prompt format needs (base models)
     backend: str = "torch"  # or "llama.cpp" (companion.llamacpp)
 
+    def parameter_count(self) -> int:
+        """Its weights: llama.cpp's count of the GGUF's, or the torch module's."""
+        counted = getattr(self.model, "n_params", None)
+        if counted is not None:
+            return int(counted)
+        return sum(int(p.numel()) for p in self.model.parameters())
+
 
 def _file_fingerprint(path: Path) -> str:
     stat = path.stat()

@@ -30,8 +30,14 @@ def generation_config(
     from companion.rag.prompt import build_prompt
 
     tokenizer = lm.tokenizer
+    first = _answer_first(lm)
     pieces = build_prompt(
-        tokenizer, plan.messages, context.texts, plan.layout, grounded=context.retrieved
+        tokenizer,
+        plan.messages,
+        context.texts,
+        plan.layout,
+        grounded=context.retrieved,
+        answer_first=first,
     )
     fields: dict[str, Any] = {
         "prompt_ids": pieces.prompt_ids,
@@ -53,7 +59,7 @@ def generation_config(
             ),
         }
     if plan.pad_context_to is not None:
-        fields["pad_prefill_to"] = _padded_length(plan, tokenizer, plan.pad_context_to)
+        fields["pad_prefill_to"] = _padded_length(plan, tokenizer, plan.pad_context_to, first)
     fields.update(
         defense=plan.defense,
         generator=secure_generator(lm.device, plan.seed),
@@ -68,7 +74,15 @@ def generation_config(
     return GenerationConfig(**fields)
 
 
-def _padded_length(plan: AnswerPlan, tokenizer: Any, budget: int) -> int:
+def _answer_first(lm: Any) -> bool:
+    """Whether ``lm`` reads well enough for ANSWER_FIRST (companion.rag.prompt)."""
+    from companion.rag.prompt import answer_first_for
+
+    count = getattr(lm, "parameter_count", None)
+    return count is not None and answer_first_for(count())
+
+
+def _padded_length(plan: AnswerPlan, tokenizer: Any, budget: int, answer_first: bool) -> int:
     """The longest private prompt this plan can have: its context at ``budget`` tokens.
 
     A function of the conversation and the settings only (public): the prompt with a
@@ -78,7 +92,9 @@ def _padded_length(plan: AnswerPlan, tokenizer: Any, budget: int) -> int:
     from companion.rag.prompt import build_prompt
 
     word = "context"
-    with_word = build_prompt(tokenizer, plan.messages, [word], plan.layout, grounded=True)
+    with_word = build_prompt(
+        tokenizer, plan.messages, [word], plan.layout, grounded=True, answer_first=answer_first
+    )
     word_tokens = len(tokenizer.encode(word, add_special_tokens=False))
     return len(with_word.prompt_ids) - word_tokens + budget + 8 * plan.top_k
 

@@ -30,6 +30,17 @@ SYSTEM_PROMPT = (
     "You are a helpful assistant. Answer the user's question using the context "
     "documents when they are relevant."
 )
+# Added to SYSTEM_PROMPT for a model that reads (answer_first_for): measured on the first 60
+# questions of `veil eval answers` with Qwen2.5-Coder-1.5B, 49 right with it (worded to name
+# licences too) and 47 without: the upstream host on the answer's first line instead of after
+# "...the following host:";
+# SmolLM2-135M with it stopped copying the record it was asked about (a real-model test,
+# tests/companion/test_copy_defense_smollm2.py), so small models keep the short prompt.
+ANSWER_FIRST = (
+    "Give the answer in the first sentence, copying names, numbers and dates exactly as the "
+    "documents write them."
+)
+ANSWER_FIRST_PARAMETERS = 1_000_000_000  # the 1.5B has it, SmolLM2 (135 M) and the 0.5B not
 GROUNDED_PROMPT = (
     "Answer the question using only the documents in the message. Give the answer in a "
     "few words, copying names, numbers and dates exactly as the documents write them. If "
@@ -139,6 +150,12 @@ def fit_context(
     return FittedContext(texts=texts, kept=kept, budget_tokens=budget_tokens)
 
 
+def answer_first_for(parameters: int) -> bool:
+    """Whether a model of ``parameters`` weights gets :data:`ANSWER_FIRST` (a function of the
+    model only, never of the documents)."""
+    return parameters >= ANSWER_FIRST_PARAMETERS
+
+
 def format_context(chunks: Sequence[str], layout: str = "system") -> str:
     """The chunks (best first) as the prompt shows them: numbered in the ``user`` and
     ``nearest`` layouts; ``nearest`` lists them best last, next to the question (each
@@ -165,6 +182,7 @@ def build_messages(
     grounded: bool = False,
     nothing_found: bool = False,
     unmentioned: Sequence[str] = (),
+    answer_first: bool = False,
 ) -> list[dict[str, str]]:
     """The conversation with the context placed as ``layout`` says.
 
@@ -173,7 +191,9 @@ def build_messages(
     an answer that retrieved).  ``nothing_found``: retrieval ran and found nothing
     (:data:`NOTHING_FOUND` is added; the private prompt only).  ``unmentioned``: the
     identifiers the question names that no passage of ``context_text`` has
-    (:data:`UNMENTIONED` is added; the private prompt only).
+    (:data:`UNMENTIONED` is added; the private prompt only).  ``answer_first`` (layout
+    ``system``): :data:`ANSWER_FIRST` follows the general instruction, in the private and
+    the public prompt alike.
     """
     user_system = [m["content"] for m in messages if m["role"] == "system"]
     if nothing_found and not context_text:
@@ -191,7 +211,10 @@ def build_messages(
             documents = f"Documents:\n{context_text}\n\n" if context_text else ""
             rest[last]["content"] = f"{documents}Question: {question}"
         return [{"role": "system", "content": system}, *rest]
-    system = "\n\n".join([system_prompt or SYSTEM_PROMPT, *user_system])
+    general = system_prompt or SYSTEM_PROMPT
+    if answer_first:
+        general = f"{general} {ANSWER_FIRST}"
+    system = "\n\n".join([general, *user_system])
     if context_text:
         system += "\n\nContext:\n" + context_text
     return [{"role": "system", "content": system}, *rest]
@@ -213,6 +236,7 @@ def build_prompt(
     grounded: bool | None = None,
     nothing_found: bool | None = None,
     check_identifiers: bool = True,
+    answer_first: bool = False,
 ) -> PromptPieces:
     """The prompt with the context, and the public one without it.
 
@@ -229,7 +253,7 @@ def build_prompt(
     only, when retrieval ran and found nothing (:data:`NOTHING_FOUND`).
     ``check_identifiers``: tell it, in the private prompt only, which identifiers of the
     last question no chunk has (:data:`UNMENTIONED`; a function of the question and the
-    chunks, like the context itself).
+    chunks, like the context itself).  ``answer_first``: as in :func:`build_messages`.
     """
     from companion.rag.spelling import unmentioned
 
@@ -250,10 +274,14 @@ def build_prompt(
                 grounded=grounded,
                 nothing_found=nothing_found,
                 unmentioned=absent,
+                answer_first=answer_first,
             ),
         ),
         public_prompt_ids=encode_chat(
-            tokenizer, build_messages(messages, "", layout=layout, grounded=grounded)
+            tokenizer,
+            build_messages(
+                messages, "", layout=layout, grounded=grounded, answer_first=answer_first
+            ),
         ),
         context_text=context,
     )
