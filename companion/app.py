@@ -27,6 +27,7 @@ from companion.engine import ModelEngine
 from companion.errors import install_error_handlers
 from companion.keys import KeyStore, keys_path
 from companion.mcp import http as mcp_http
+from companion.models import default_model
 from companion.security import SecurityMiddleware, ensure_token
 from companion.settings import VERSION, Settings, get_settings
 
@@ -228,7 +229,7 @@ def create_app(
     app.state.token = token
     app.state.started = int(time.time())
     app.state.engine = ModelEngine(
-        spec=settings.model,
+        spec=settings.model or default_model(),  # chosen once: the id stays while serving
         device=settings.device,
         dtype=settings.dtype,
         backend=settings.backend,
