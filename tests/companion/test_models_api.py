@@ -224,13 +224,13 @@ def test_the_served_default_is_the_best_installed_model(monkeypatch, home):
     monkeypatch.delenv("VEIL_DEFAULT_MODEL", raising=False)
     installed = {models.QWEN_15B: False}
     monkeypatch.setattr(models, "part_model_installed", lambda name: installed.get(name, False))
-    assert models.default_model() == models.SMALL_MODEL
-    assert ModelEngine(spec=None).model_id == models.SMALL_MODEL
+    assert models.default_model() == models.DEFAULT_MODEL
+    assert ModelEngine(spec=None).model_id == models.DEFAULT_MODEL
 
     installed[models.QWEN_15B] = True
     assert models.default_model() == models.QWEN_15B
     assert ModelEngine(spec=None).model_id == models.QWEN_15B
-    assert ModelEngine(spec=models.SMALL_MODEL).model_id == models.SMALL_MODEL  # --model wins
+    assert ModelEngine(spec=models.DEFAULT_MODEL).model_id == models.DEFAULT_MODEL  # --model wins
     entries = model_catalog(None, [], home)
     assert entries[0].id == models.QWEN_15B  # the page and GET /v1/models list it first
     assert models._resolve(None)[1] == models.DEFAULT_GGUF_FILE  # library default: SmolLM2
