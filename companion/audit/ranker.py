@@ -7,21 +7,27 @@ candidates are tried.
 * **Position-0 table.**  The first position has no context, so its state depends
   on the token alone: the state of every vocabulary entry at position 0 is
   computed once per model (fp16 on disk) and the candidates are ordered by their
-  distance to the leaked state.
-* **Ranker.**  For t ≥ 1 a small network maps (h_t, h_{t-1}) to a query in the
+  distance to the leaked state.  One forward pass per vocabulary entry, so the
+  quick setup builds it only where that is cheap (:func:`wants_table`); without it
+  the ranker reads the first state alone (trained on first positions too).
+* **Ranker.**  A small network maps (h_t, h_{t-1}) to a query in the
   input-embedding space; a token's score is ``query · E[v] + b_v + a·logit(v | h_{t-1})``
   where the logit is the model's own next-token prediction from the previous leaked
-  state.  It is trained with cross-entropy over the whole vocabulary on text the
-  model generates itself by plain sampling at temperature 1 (plus randomly spliced
-  tokens so it also learns to read unfamiliar tokens) — never on evaluation text.
+  state.  It is trained with cross-entropy on training text
+  (:mod:`companion.audit.corpus`, never evaluation text): the quick setup (the
+  default) reads real text this machine has, with a sampled softmax and no learned
+  ``b_v``; the thorough one (:meth:`SetupConfig.thorough`) samples the text from the
+  model itself at temperature 1 and uses the whole vocabulary.  Both splice random
+  tokens in, so the ranker also learns to read unfamiliar tokens.
   The prior term is dropped for a share of the training rows, so the same network
   also reads the state alone; candidates are ordered by the mixture
   ``(1-λ)·p(v | state, prior) + λ·p(v | state alone)`` (λ = 0.5, chosen on news
   windows disjoint from the evaluation's and on random tokens), which hedges
   against text the model itself finds unlikely (names, code, random tokens).
 
-Everything is cached under ``veil_home()/audit/<model identity>-L<layer>/``; every
-stage writes its output atomically and the position-0 table and the training
+Everything is cached under ``veil_home()/audit/<target.key>/`` (model identity, layer
+and source: ``<identity>-L<layer>[-keys|-values]``); every stage writes its output
+atomically, and the position-0 table, the training text's states and the training
 checkpoints are saved as they go, so an interrupted setup resumes.  ``should_stop``
 is checked between batches of every stage (a cancelled setup raises
 ``InterruptedError`` within about a second and keeps what it saved).
@@ -31,7 +37,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -41,7 +46,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from companion.audit.hidden import PriorHead, TargetModel, cache_of
+from companion.audit.corpus import TEXT_VERSION, build_corpus
+from companion.audit.corpus import atomic_save as _atomic_save
+from companion.audit.hidden import PriorHead, TargetModel
 from py_core.errors import InvalidParameterError, StateError
 
 Progress = Callable[[str, int, int], None]
@@ -50,6 +57,13 @@ RIDGE_ROWS = 60_000
 DEFAULT_MIXTURE = 0.5
 # Settings used only when ranking, not when building: changing them rebuilds nothing.
 _INFERENCE_ONLY = ("mixture",)
+SOURCES = ("text", "generated")
+TABLE_CHOICES = ("auto", "yes", "no")
+# "auto" builds the position-0 table (one forward pass per vocabulary entry) when the
+# vocabulary size times the parameter count is at most this: SmolLM2-135M (49 k x 135 M,
+# ~95 s on two cores) gets one, Qwen2.5-0.5B (152 k x 494 M, ~25 min) and Gemma-3-270M
+# (262 k x 268 M) do not -- their first position is ordered by the ranker on its own.
+TABLE_BUDGET = 1e13
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -71,22 +85,46 @@ def _stopping(progress: Progress, should_stop: Callable[[], bool] | None) -> Pro
 
 @dataclass(frozen=True, slots=True)
 class SetupConfig:
-    """Sizes of the one-time per-model setup."""
+    """Sizes of the one-time per-model setup.
 
-    sequences: int = 2048  # generated training sequences
+    The defaults are the quick setup (real text, no generation, a sampled softmax, the
+    position-0 table only where it is cheap); :meth:`thorough` is the first setup's
+    configuration (the model's own samples, the full softmax, always the table).
+    """
+
+    sequences: int = 512  # training sequences
     length: int = 64  # tokens per sequence
-    temperature: float = 1.0  # plain sampling: the text is as surprising as the model's own
+    source: str = "text"  # "text": the standard library's source; "generated": the model's
+    temperature: float = 1.0  # generated: plain sampling, as surprising as the model's own
     splice_fraction: float = 0.3  # share of sequences with random tokens spliced in
     splice_rate: float = 0.1  # share of positions replaced in those sequences
     generation_batch: int = 128
-    epochs: int = 2
+    epochs: int = 4
     batch_size: int = 512
     learning_rate: float = 1e-3
     hidden: int = 1024
     prior_dropout: float = 0.3  # share of training rows scored without the model's prior
     mixture: float = DEFAULT_MIXTURE  # weight of the state-alone ranking in the candidate order
-    seed: int = 1234  # generated training text is an experiment artefact, not protection
+    seed: int = 1234  # training text is an experiment artefact, not protection
+    table: str = "auto"  # position-0 table: "auto" (where cheap), "yes", "no"
     table_batch: int = 512
+    negatives: int = 8192  # sampled softmax: tokens scored per batch (0: the whole vocabulary)
+    # Learn a score offset per token.  Off for the quick setup: a token that never occurs in
+    # 32 k training tokens is only ever pushed down, and real text is full of such tokens.
+    token_bias: bool = False
+
+    @classmethod
+    def thorough(cls, **overrides: Any) -> SetupConfig:
+        """The first setup's configuration (docs/inversion/report.md: 817 s for SmolLM2)."""
+        base: dict[str, Any] = {
+            "sequences": 2048,
+            "source": "generated",
+            "epochs": 2,
+            "table": "yes",
+            "negatives": 0,
+            "token_bias": True,
+        }
+        return cls(**{**base, **overrides})
 
     def __post_init__(self) -> None:
         for name in ("sequences", "length", "generation_batch", "epochs", "batch_size", "hidden"):
@@ -99,9 +137,18 @@ class SetupConfig:
         for name in ("splice_fraction", "splice_rate", "prior_dropout", "mixture"):
             if not 0.0 <= float(getattr(self, name)) <= 1.0:
                 raise InvalidParameterError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.source not in SOURCES:
+            raise InvalidParameterError(f"source must be one of {SOURCES}, got {self.source!r}")
+        if self.table not in TABLE_CHOICES:
+            raise InvalidParameterError(f"table must be one of {TABLE_CHOICES}, got {self.table!r}")
+        if self.negatives < 0:
+            raise InvalidParameterError(f"negatives must be >= 0, got {self.negatives}")
 
     def fingerprint(self) -> str:
-        return json.dumps({**asdict(self), "format": FORMAT_VERSION}, sort_keys=True)
+        return json.dumps(
+            {**asdict(self), "format": FORMAT_VERSION, "text_version": TEXT_VERSION},
+            sort_keys=True,
+        )
 
 
 def audit_home() -> Path:
@@ -112,12 +159,6 @@ def audit_home() -> Path:
 
 def setup_dir(target: TargetModel) -> Path:
     return audit_home() / target.key
-
-
-def _atomic_save(obj: Any, path: Path) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
 
 
 class Ranker(nn.Module):
@@ -144,8 +185,10 @@ class Ranker(nn.Module):
         use_prior: torch.Tensor | None,
         embedding: torch.Tensor,
         head: PriorHead | None,
+        index: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Scores (B, V).  ``use_prior`` (B,) in [0, 1] weighs the model's prior per row.
+        """Scores (B, V), or (B, len(index)) for the tokens ``index`` only (the sampled
+        softmax of training).  ``use_prior`` (B,) in [0, 1] weighs the model's prior per row.
 
         The prior enters as the model's next-token *logits* from ``previous``: the
         log-normaliser is a per-row constant, so rankings and cross-entropy are
@@ -154,15 +197,19 @@ class Ranker(nn.Module):
         """
         x = (torch.cat([current, previous], dim=-1) - self.mean) / self.std
         query = self.linear(x) + self.mlp(x)
+        bias = self.bias if index is None else self.bias[index]
+        emb = embedding if index is None else embedding[index]
         if head is None or use_prior is None:
-            return query @ embedding.T + self.bias
+            return query @ emb.T + bias
         weight = (self.prior_weight * use_prior).unsqueeze(-1)
+        head_bias = head.bias if head.bias is None or index is None else head.bias[index]
         if head.tied:
-            scores = (query + weight * previous) @ embedding.T + self.bias
+            scores = (query + weight * previous) @ emb.T + bias
         else:
-            scores = query @ embedding.T + self.bias + weight * (previous @ head.weight.T)
-        if head.bias is not None:
-            scores = scores + weight * head.bias
+            out = head.weight if index is None else head.weight[index]
+            scores = query @ emb.T + bias + weight * (previous @ out.T)
+        if head_bias is not None:
+            scores = scores + weight * head_bias
         return scores
 
     def order_scores(
@@ -189,7 +236,7 @@ class SetupArtifacts:
     """What the fast path loads: the ranker, the position-0 table, duplicate groups."""
 
     ranker: Ranker
-    table: torch.Tensor  # (V, d) fp16, state of each token alone at position 0
+    table: torch.Tensor | None  # (V, d) fp16, state of each token alone at position 0
     duplicates: dict[int, list[int]]
     meta: dict[str, Any]
     mixture: float = DEFAULT_MIXTURE  # weight of the state-alone ranking
@@ -199,8 +246,12 @@ class SetupArtifacts:
         """Candidate orders (best first) for every position of a (T, d) state sequence."""
         states = states.float().to(target.device)
         orders: list[torch.Tensor] = []
-        table = self.table.to(target.device)
-        first = (table.float() - states[0]).pow(2).sum(dim=-1)
+        if self.table is not None:
+            first = (self.table.to(target.device).float() - states[0]).pow(2).sum(dim=-1)
+        else:  # no table: the ranker reads the first state alone (trained to, with START)
+            first = self.ranker.order_scores(
+                states[:1], torch.zeros_like(states[:1]), target.embedding.float(), None, 1.0
+            )[0].neg()
         orders.append(torch.argsort(first))
         if states.shape[0] > 1:
             scores = self.ranker.order_scores(
@@ -211,6 +262,7 @@ class SetupArtifacts:
 
 
 def is_ready(target: TargetModel) -> bool:
+    """Whether a finished setup is saved for this model and layer."""
     return (setup_dir(target) / "done.json").exists()
 
 
@@ -221,7 +273,7 @@ def load_setup(target: TargetModel) -> SetupArtifacts:
     if not done.exists():
         raise StateError(
             f"the inversion auditor is not set up for this model ({target.key}); run "
-            "`veil audit setup` once (about 15 minutes on two CPU cores for SmolLM2-135M)"
+            "`veil audit setup` once (about 3 minutes on two CPU cores for SmolLM2-135M)"
         )
     meta = json.loads(done.read_text())
     if meta.get("key") != target.key:
@@ -237,9 +289,13 @@ def load_setup(target: TargetModel) -> SetupArtifacts:
     )
     ranker.load_state_dict(state["model"])
     ranker.to(target.device).eval()
-    table = torch.load(folder / "table.pt", map_location="cpu", weights_only=True)
-    if tuple(table.shape) != (target.vocab_size, target.hidden_size):
-        raise StateError(f"the position-0 table in {folder} has the wrong shape; delete the folder")
+    table = None
+    if meta.get("table", True):
+        table = torch.load(folder / "table.pt", map_location="cpu", weights_only=True)
+        if tuple(table.shape) != (target.vocab_size, target.hidden_size):
+            raise StateError(
+                f"the position-0 table in {folder} has the wrong shape; delete the folder"
+            )
     return SetupArtifacts(
         ranker=ranker, table=table, duplicates=target.duplicate_groups(), meta=meta
     )
@@ -272,12 +328,14 @@ def run_setup(
         return load_setup(target)
     config_file.write_text(config.fingerprint())
     clock = _StageClock(folder)
+    table = wants_table(target, config)
     try:
-        _build_table(target, config, folder, clock.wrap("table_s", progress))
+        if table:
+            _build_table(target, config, folder, clock.wrap("table_s", progress))
+            clock.stop()
+        build_corpus(target, config, folder, clock.wrap("corpus_s", progress))
         clock.stop()
-        _build_corpus(target, config, folder, clock.wrap("corpus_s", progress))
-        clock.stop()
-        report = _train_ranker(target, config, folder, clock.wrap("train_s", progress))
+        report = _train_ranker(target, config, folder, clock.wrap("train_s", progress), table)
     finally:
         clock.stop()  # an interrupted run's time still counts when it resumes
     timings = clock.timings
@@ -288,10 +346,19 @@ def run_setup(
         "timings": timings,
         "setup_seconds": sum(timings.values()),
         "ranker": report,
+        "table": table,
         "torch_threads": torch.get_num_threads(),
     }
     (folder / "done.json").write_text(json.dumps(meta, indent=2))
     return load_setup(target)
+
+
+def wants_table(target: TargetModel, config: SetupConfig) -> bool:
+    """Whether this setup builds the position-0 table (``config.table``; "auto": cheap)."""
+    if config.table != "auto":
+        return config.table == "yes"
+    params = sum(p.numel() for p in target.model.parameters())
+    return target.vocab_size * params <= TABLE_BUDGET
 
 
 _CORPUS_FIELDS = (
@@ -302,6 +369,8 @@ _CORPUS_FIELDS = (
     "splice_rate",
     "generation_batch",
     "seed",
+    "source",
+    "text_version",
 )
 
 
@@ -398,101 +467,53 @@ def _build_table(
     partial.unlink(missing_ok=True)
 
 
-@torch.no_grad()
-def _build_corpus(
-    target: TargetModel, config: SetupConfig, folder: Path, progress: Progress
-) -> None:
-    """Sequences sampled from the model itself (temperature sampling), some with random tokens.
-
-    Generated chunks are kept in ``chunks.pt`` as they are made, so an interrupted
-    run (or a later run asking for more sequences) continues the same stream.
-    """
-    final = folder / "corpus.pt"
-    if final.exists():
-        return
-    chunk_file = folder / "chunks.pt"
-    chunks: list[torch.Tensor] = []
-    if chunk_file.exists():
-        chunks = list(torch.load(chunk_file, map_location="cpu", weights_only=True))
-    gen = torch.Generator().manual_seed(config.seed)
-    model = target.model
-    special = set(getattr(target.tokenizer, "all_special_ids", []) or [])
-    allowed = torch.tensor([i for i in range(target.vocab_size) if i not in special])
-    for _ in range(len(chunks)):  # advance the stream past the chunks already made
-        _sample_chunk(model, target, config, gen, allowed, dry=True)
-    made = sum(int(c.shape[0]) for c in chunks)
-    while made < config.sequences:
-
-        def step(made: int = made) -> None:
-            progress("generating training text", made, config.sequences)
-
-        chunks.append(_sample_chunk(model, target, config, gen, allowed, dry=False, step=step))
-        made += int(chunks[-1].shape[0])
-        _atomic_save(chunks, chunk_file)
-        progress("generating training text", min(made, config.sequences), config.sequences)
-    corpus = torch.cat(chunks)[: config.sequences].clone()
-    splice = torch.Generator().manual_seed(config.seed + 7)
-    n_splice = round(config.splice_fraction * corpus.shape[0])
-    for row in range(n_splice):
-        mask = torch.rand(config.length, generator=splice) < config.splice_rate
-        count = int(mask.sum())
-        picks = allowed[torch.randint(len(allowed), (count,), generator=splice)]
-        corpus[row, mask] = picks
-    _atomic_save(corpus, final)
-
-
-def _sample_chunk(
-    model: Any,
-    target: TargetModel,
-    config: SetupConfig,
-    gen: torch.Generator,
-    allowed: torch.Tensor,
-    *,
-    dry: bool,
-    step: Callable[[], None] | None = None,
+def _training_states(
+    target: TargetModel, corpus: torch.Tensor, folder: Path, progress: Progress
 ) -> torch.Tensor:
-    batch = config.generation_batch
-    first = allowed[torch.randint(len(allowed), (batch,), generator=gen)]
-    seeds = torch.randint(0, 2**62, (1,), generator=gen)
-    if dry:
-        return first.reshape(-1, 1)
-    local = torch.Generator().manual_seed(int(seeds))
-    ids = first.reshape(batch, 1).to(target.device)
-    out = ids
-    cache = None
-    step_ids = ids
-    for _ in range(config.length - 1):
-        if step is not None:
-            step()  # progress, and where a cancelled setup stops
-        kwargs: dict[str, Any] = {"input_ids": step_ids, "use_cache": True}
-        if cache is not None:
-            kwargs[target._cache_kw] = cache
-        result = model(**kwargs)
-        cache = cache_of(result)
-        logits = result.logits[:, -1].float().cpu()
-        probs = torch.softmax(logits / config.temperature, dim=-1)
-        nxt = torch.multinomial(probs, 1, generator=local)
-        step_ids = nxt.to(target.device)
-        out = torch.cat([out, step_ids], dim=1)
-    return out.cpu()
+    """The states (N, L, d) of the training text, saved as they go (a cancelled setup
+    resumes from the last saved batch)."""
+    partial = folder / "states.partial.pt"
+    chunks: list[torch.Tensor] = []
+    if partial.exists():
+        chunks = list(torch.load(partial, map_location="cpu", weights_only=True))
+    done = sum(int(c.shape[0]) for c in chunks)
+    last_save = time.monotonic()
+    while done < corpus.shape[0]:
+        chunks.append(target.batch_hidden_states(corpus[done : done + 32]).cpu())
+        done += int(chunks[-1].shape[0])
+        try:
+            progress("hidden states of training text", done, corpus.shape[0])
+        except InterruptedError:
+            _atomic_save(chunks, partial)
+            raise
+        if time.monotonic() - last_save > 20 and done < corpus.shape[0]:
+            _atomic_save(chunks, partial)
+            last_save = time.monotonic()
+    return torch.cat(chunks)
 
 
 def _train_ranker(
-    target: TargetModel, config: SetupConfig, folder: Path, progress: Progress
+    target: TargetModel, config: SetupConfig, folder: Path, progress: Progress, table: bool
 ) -> dict[str, Any]:
+    """Train the ranker on the states of the training text.
+
+    Rows are positions t >= 1 (current and previous state, the prior from the
+    previous one) and, without a position-0 table, also t = 0 with a zero previous
+    state and no prior -- how :meth:`SetupArtifacts.rank` reads a first state.  With
+    ``negatives`` the loss is a sampled softmax: each batch scores its own labels and
+    ``negatives`` uniformly drawn tokens, not the whole vocabulary (Qwen's 152 k
+    tokens made a full-softmax step ~4 s on two cores).
+    """
     corpus = torch.load(folder / "corpus.pt", map_location="cpu", weights_only=True)
     n_val = max(1, corpus.shape[0] // 16)
-    states = []
-    for start in range(0, corpus.shape[0], 32):
-        states.append(target.batch_hidden_states(corpus[start : start + 32]).cpu())
-        progress(
-            "hidden states of training text", min(corpus.shape[0], start + 32), corpus.shape[0]
-        )
-    hidden = torch.cat(states)  # (N, L, d)
-    cur = hidden[:, 1:].reshape(-1, hidden.shape[-1])
-    prev = hidden[:, :-1].reshape(-1, hidden.shape[-1])
-    labels = corpus[:, 1:].reshape(-1)
-    per_seq = corpus.shape[1] - 1
+    hidden = _training_states(target, corpus, folder, progress)  # (N, L, d)
+    start = 0 if not table else 1
+    cur = hidden[:, start:].reshape(-1, hidden.shape[-1])
+    prev = torch.cat([torch.zeros_like(hidden[:, :1]), hidden[:, :-1]], dim=1)
+    prev = prev[:, start:].reshape(-1, hidden.shape[-1])
+    labels = corpus[:, start:].reshape(-1)
+    per_seq = corpus.shape[1] - start
+    first = (torch.arange(start, corpus.shape[1]) == 0).repeat(corpus.shape[0])
     split = (corpus.shape[0] - n_val) * per_seq
     ranker = Ranker(target.hidden_size, target.embed_dim, target.vocab_size, config.hidden)
     embedding = target.embedding.float()
@@ -502,7 +523,9 @@ def _train_ranker(
         _ridge_init(target, ranker, cur[:split], prev[:split], labels[:split], embedding.cpu())
         progress("ridge initialisation", 1, 1)
     ranker.to(target.device)
-    optimiser = torch.optim.Adam(ranker.parameters(), lr=config.learning_rate)
+    ranker.bias.requires_grad_(config.token_bias)
+    trained = [p for p in ranker.parameters() if p.requires_grad]
+    optimiser = torch.optim.Adam(trained, lr=config.learning_rate)
     steps_per_epoch = math.ceil(split / config.batch_size)
     total = steps_per_epoch * config.epochs
     schedule = torch.optim.lr_scheduler.OneCycleLR(
@@ -518,6 +541,7 @@ def _train_ranker(
         first_epoch = int(saved["epoch"])
         gen.set_state(saved["generator"])
     head = target.prior_head()
+    sampled = 0 < config.negatives < target.vocab_size
     for epoch in range(first_epoch, config.epochs):
         ranker.train()
         order = torch.randperm(split, generator=gen)
@@ -525,8 +549,16 @@ def _train_ranker(
             idx = order[step * config.batch_size : (step + 1) * config.batch_size]
             c, p = cur[idx].to(target.device), prev[idx].to(target.device)
             use = (torch.rand(idx.shape[0], generator=gen) >= config.prior_dropout).float()
-            scores = ranker(c, p, use.to(target.device), embedding, head)
-            loss = nn.functional.cross_entropy(scores, labels[idx].to(target.device))
+            use[first[idx]] = 0.0  # a first position has no prior
+            target_ids = labels[idx]
+            index = None
+            if sampled:
+                drawn = torch.randint(target.vocab_size, (config.negatives,), generator=gen)
+                index = torch.unique(torch.cat([target_ids, drawn]))
+                target_ids = torch.searchsorted(index, target_ids)
+                index = index.to(target.device)
+            scores = ranker(c, p, use.to(target.device), embedding, head, index)
+            loss = nn.functional.cross_entropy(scores, target_ids.to(target.device))
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
             optimiser.step()
@@ -543,9 +575,12 @@ def _train_ranker(
             checkpoint,
         )
     ranker.eval()
-    report = _validate(target, ranker, cur[split:], prev[split:], labels[split:], config.mixture)
+    held = torch.arange(split, cur.shape[0])
+    held = held[~first[held]]
+    report = _validate(target, ranker, cur[held], prev[held], labels[held], config.mixture)
     _atomic_save({"model": ranker.state_dict()}, folder / "ranker.pt")
     checkpoint.unlink(missing_ok=True)
+    (folder / "states.partial.pt").unlink(missing_ok=True)
     return report
 
 

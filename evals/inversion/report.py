@@ -154,8 +154,8 @@ def markdown(r: dict[str, Any], out: Path) -> str:
     lines = [
         "# Hidden-state inversion: evaluation report",
         "",
-        "Regenerate with `veil audit setup --threads 2 --force` (one-time per-model setup, "
-        f"timed) then `{common.command('inversion', out, '--threads', '2', smoke=r['smoke'])}`; "
+        "Regenerate with `veil audit setup --thorough --threads 2 --force` (the thorough "
+        f"per-model setup, timed) then `{common.command('inversion', out, '--threads', '2', smoke=r['smoke'])}`; "
         f"`{common.RENDER_FLAG}` re-renders this report from results.json; CI runs `--smoke` "
         "on a tiny random model.",
         "",

@@ -38,9 +38,11 @@ def evaluate(config: Config, out: Path, *, threads: int) -> dict[str, Any]:
 
 
 def _setup(config: Config) -> Any:
+    """The thorough setup (the model's own samples, the full softmax): what the committed
+    report measured; ``veil eval audit-models`` measures the quick default."""
     from companion.audit.ranker import SetupConfig
 
-    return None if config.setup is None else SetupConfig(**config.setup)
+    return SetupConfig.thorough(**(config.setup or {}))
 
 
 @contextmanager

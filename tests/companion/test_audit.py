@@ -26,7 +26,10 @@ from companion.audit.tiny import make_tiny_model
 from companion.models import load_causal_lm
 from py_core.errors import InvalidParameterError, StateError
 
-SMALL = SetupConfig(sequences=64, length=20, generation_batch=32, epochs=3, hidden=96)
+# The first setup's pipeline (generated text, full softmax, the table) at a tiny size: the
+# resumption and invalidation tests below follow its stages; the quick default has its own
+# tests (tests/companion/test_audit_models.py).
+SMALL = SetupConfig.thorough(sequences=64, length=20, generation_batch=32, epochs=3, hidden=96)
 TEXT = "Alice Smith, 1984, Sydney."
 
 

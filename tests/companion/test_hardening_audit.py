@@ -32,7 +32,9 @@ from tests.companion.audit_support import audit_app
 BASE = "http://127.0.0.1:8765"
 ROOT = Path(__file__).resolve().parents[2]
 # A setup that runs for minutes on the tiny model (cancelled long before it ends).
-LONG_SETUP = SetupConfig(sequences=4096, length=64, generation_batch=8, epochs=50, hidden=96)
+LONG_SETUP = SetupConfig.thorough(
+    sequences=4096, length=64, generation_batch=8, epochs=50, hidden=96
+)
 LONG_GRADIENT = {"text": "The prime minister", "method": "gradient", "steps": 100_000, "seed": 1}
 
 
