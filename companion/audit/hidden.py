@@ -25,6 +25,7 @@ import torch
 
 from py_core.errors import InvalidParameterError
 
+SOURCES = ("hidden", "keys", "values")  # what leaked: hidden states, or a block's KV cache
 # Memory for the key/value tensors of one verification batch (bytes).  A batch
 # of B candidates after a prefix of length T holds 2·layers·B·(T+1)·kv_dim floats.
 _KV_BUDGET_BYTES = 384 << 20
@@ -66,7 +67,7 @@ class PriorHead:
 class TargetModel:
     """A causal LM seen as a map from token ids to hidden states."""
 
-    def __init__(self, loaded: Any, *, layer: int = -1) -> None:
+    def __init__(self, loaded: Any, *, layer: int = -1, source: str = "hidden") -> None:
         self.loaded = loaded
         self.model = loaded.model
         self.tokenizer = loaded.tokenizer
@@ -79,13 +80,38 @@ class TargetModel:
         self.num_layers = int(
             getattr(config, "num_hidden_layers", 0) or getattr(config, "n_layer", 0) or 0
         )
-        if layer < -1 or layer > self.num_layers or (layer == -1 and self.num_layers == 0):
+        if source not in SOURCES:
+            raise InvalidParameterError(
+                f"source must be one of {', '.join(SOURCES)} (hidden states, or the key/value "
+                f"cache of a block); got {source!r}"
+            )
+        self.source = source
+        if source == "hidden" and (
+            layer < -1 or layer > self.num_layers or (layer == -1 and self.num_layers == 0)
+        ):
             raise InvalidParameterError(
                 f"layer {layer} is out of range: use -1 (last layer, after the final norm) "
                 f"or 0..{self.num_layers} (0 = embeddings, k = output of block k)"
             )
+        if source != "hidden" and not (layer == -1 or 1 <= layer <= self.num_layers):
+            raise InvalidParameterError(
+                f"layer {layer} is out of range for the {source} cache: use -1 (the last "
+                f"block) or 1..{self.num_layers} (block k's cached {source})"
+            )
         self.layer = layer
-        self.hidden_size = int(getattr(config, "hidden_size", None) or config.n_embd)
+        self.model_dim = int(getattr(config, "hidden_size", None) or config.n_embd)
+        self.hidden_size = self.model_dim  # the width of what is audited
+        if source != "hidden":  # a cached key or value: every KV head of the block, concatenated
+            heads = int(
+                getattr(config, "num_key_value_heads", None)
+                or getattr(config, "num_attention_heads", None)
+                or config.n_head
+            )
+            head_dim = int(
+                getattr(config, "head_dim", None)
+                or self.model_dim // int(getattr(config, "num_attention_heads", 0) or config.n_head)
+            )
+            self.hidden_size = heads * head_dim
         params = inspect.signature(self.base.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._cache_cls: Any = None
@@ -96,16 +122,29 @@ class TargetModel:
 
     @property
     def key(self) -> str:
-        """Identity of (weights, layer): what a ranker or a table is valid for."""
-        return f"{self.identity}-L{self.layer}"
+        """Identity of (weights, layer, source): what a ranker or a table is valid for."""
+        suffix = "" if self.source == "hidden" else f"-{self.source}"
+        return f"{self.identity}-L{self.layer}{suffix}"
+
+    @property
+    def _wants_hidden(self) -> bool:
+        return self.source == "hidden" and self.layer != -1
 
     def _select(self, out: Any) -> torch.Tensor:
+        """(B, T, d) of what is audited: a layer's states, or a block's cached keys/values
+        (every KV head concatenated, keys after their rotary position encoding)."""
+        if self.source != "hidden":
+            block = cache_of(out).layers[self.layer - 1 if self.layer > 0 else -1]
+            cached = block.keys if self.source == "keys" else block.values  # (B, H, T, hd)
+            return cached.permute(0, 2, 1, 3).reshape(cached.shape[0], cached.shape[2], -1)
         if self.layer == -1:
             return out.last_hidden_state
         return out.hidden_states[self.layer]
 
     def _forward(self, **kwargs: Any) -> Any:
-        return self.base(output_hidden_states=self.layer != -1, **kwargs)
+        if self.source != "hidden":
+            kwargs["use_cache"] = True
+        return self.base(output_hidden_states=self._wants_hidden, **kwargs)
 
     @torch.no_grad()
     def hidden_states(self, ids: torch.Tensor | list[int]) -> torch.Tensor:
@@ -151,7 +190,9 @@ class TargetModel:
     ) -> tuple[torch.Tensor, Any]:
         """One new position for ``batch`` rows after ``prefix``: (states (B, d), cache)."""
         kv = prefix.screen_kv if screen else prefix.kv
-        kwargs: dict[str, Any] = {"use_cache": keep_cache or kv is not None}
+        kwargs: dict[str, Any] = {
+            "use_cache": keep_cache or kv is not None or self.source != "hidden"
+        }
         if kv is not None:
             kwargs[self._cache_kw] = self._make_cache(kv, batch)
         if input_ids is not None:
@@ -160,7 +201,7 @@ class TargetModel:
             assert inputs_embeds is not None
             kwargs["inputs_embeds"] = inputs_embeds.reshape(batch, 1, -1)
         base = self._screen_base if screen else self.base
-        out = base(output_hidden_states=self.layer != -1, **kwargs)
+        out = base(output_hidden_states=self._wants_hidden, **kwargs)
         cache = cache_of(out)
         return self._select(out)[:, -1].float(), cache
 
@@ -173,7 +214,7 @@ class TargetModel:
             or config.n_head
         )
         head_dim = int(
-            getattr(config, "head_dim", None) or self.hidden_size // int(config.num_attention_heads)
+            getattr(config, "head_dim", None) or self.model_dim // int(config.num_attention_heads)
         )
         per_row = 2 * max(self.num_layers, 1) * (prefix_len + 1) * heads * head_dim * 4
         return int(max(8, min(MAX_BATCH, _KV_BUDGET_BYTES // max(per_row, 1))))
@@ -240,7 +281,7 @@ class TargetModel:
 
     def prior_head(self) -> PriorHead | None:
         """The output layer for last-layer states; None for other layers or headless models."""
-        if self.layer != -1:
+        if self.layer != -1 or self.source != "hidden":
             return None
         head = self.model.get_output_embeddings()
         if head is None or not isinstance(getattr(head, "weight", None), torch.Tensor):
@@ -258,7 +299,7 @@ class TargetModel:
 
     def prior_logprobs(self, states: torch.Tensor) -> torch.Tensor | None:
         """log p(next token | prefix) from last-layer states (T, d); None for other layers."""
-        if self.layer != -1:
+        if self.layer != -1 or self.source != "hidden":
             return None
         head = self.model.get_output_embeddings()
         if head is None:

@@ -42,7 +42,12 @@ class SetupRequiredError(StateError):
 
 
 def open_target(
-    spec: str | None = None, *, layer: int = -1, device: str = "auto", threads: int | None = None
+    spec: str | None = None,
+    *,
+    layer: int = -1,
+    device: str = "auto",
+    threads: int | None = None,
+    source: str = "hidden",
 ) -> TargetModel:
     """Load a causal LM with the shared loader and wrap it for auditing."""
     from companion.models import load_causal_lm
@@ -51,7 +56,7 @@ def open_target(
         if threads < 1:
             raise InvalidParameterError(f"threads must be at least 1, got {threads}")
         torch.set_num_threads(threads)
-    return TargetModel(load_causal_lm(spec, device=device), layer=layer)
+    return TargetModel(load_causal_lm(spec, device=device), layer=layer, source=source)
 
 
 def setup_with_bar(
@@ -254,7 +259,8 @@ def setup_required(target: TargetModel) -> SetupRequiredError:
     return SetupRequiredError(
         f"the inversion auditor is not set up for this model ({target.key}); run the setup "
         "first: the audit page's 'Set up' button, POST /v1/audit/setup, or `veil audit setup` "
-        "(once per model, about 15 minutes on two CPU cores for SmolLM2-135M)"
+        "(once per model and layer: about 3 minutes on two CPU cores for SmolLM2-135M, 6 for "
+        "Qwen2.5-0.5B; GET /v1/audit/setup says how long on this machine)"
     )
 
 

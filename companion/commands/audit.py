@@ -1,6 +1,7 @@
 """``veil audit``: invert hidden states back to text, and set the auditor up for a model.
 
-veil audit setup [--model M]                  # once per model, resumable (~15 min on CPU)
+veil audit models                             # which models can be audited, which layers are ready
+veil audit setup [--model M] [--layer K]      # once per model and layer, resumable (minutes)
 veil audit invert --text "..."                # computes the states, then inverts them
 veil audit invert --states leaked.pt          # .pt, .npy or .safetensors, shape (T, d)
 veil audit invert --text "..." --sigma 0.01   # Gaussian noise on the states (a defense)
@@ -23,11 +24,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     actions = parser.add_subparsers(dest="audit_command", required=True)
 
-    setup = actions.add_parser("setup", help="train the per-model ranker and position-0 table")
+    models = actions.add_parser(
+        "models", help="list the models that can be audited, and ready layers"
+    )
+    models.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    models.set_defaults(func=_models)
+
+    setup = actions.add_parser("setup", help="train the per-model ranker (and position-0 table)")
     _common(setup)
     setup.add_argument("--force", action="store_true", help="discard a previous setup and redo it")
-    setup.add_argument("--sequences", type=int, default=None, help="generated training sequences")
+    setup.add_argument("--sequences", type=int, default=None, help="training sequences")
     setup.add_argument("--epochs", type=int, default=None, help="ranker training epochs")
+    setup.add_argument(
+        "--thorough",
+        action="store_true",
+        help="the first setup's configuration: text the model generates, the full softmax, "
+        "always the position-0 table (about 15 minutes for SmolLM2-135M on two cores)",
+    )
     setup.set_defaults(func=_setup)
 
     invert = actions.add_parser("invert", help="recover the text behind hidden states")
@@ -68,6 +81,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--layer", type=int, default=-1, help="-1: last layer after the final norm; k: block k"
     )
+    parser.add_argument(
+        "--source",
+        choices=("hidden", "keys", "values"),
+        default="hidden",
+        help="what leaked: hidden states (default), or block --layer's cached keys or values",
+    )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
 
@@ -82,26 +101,55 @@ def _setup(args: argparse.Namespace) -> int:
     from companion.audit.ranker import SetupConfig
     from companion.audit.service import open_target, setup_with_bar
 
-    target = open_target(args.model, layer=args.layer, device=args.device, threads=args.threads)
+    target = open_target(
+        args.model, layer=args.layer, device=args.device, threads=args.threads, source=args.source
+    )
     overrides: dict[str, Any] = {}
     if args.sequences is not None:
         overrides["sequences"] = args.sequences
     if args.epochs is not None:
         overrides["epochs"] = args.epochs
-    artifacts = setup_with_bar(target, SetupConfig(**overrides), force=args.force)
+    config = SetupConfig.thorough(**overrides) if args.thorough else SetupConfig(**overrides)
+    artifacts = setup_with_bar(target, config, force=args.force)
     meta = artifacts.meta
     print(
-        f"set up {target.key} in {meta['setup_seconds']:.0f} s; ranker on held-out generated "
+        f"set up {target.key} in {meta['setup_seconds']:.0f} s; ranker on held-out training "
         f"text: top-1 {meta['ranker']['top1']:.3f}, top-8 {meta['ranker']['top8']:.3f}, "
         f"top-512 {meta['ranker']['top512']:.3f}"
     )
     return 0
 
 
+def _models(args: argparse.Namespace) -> int:
+    from companion.audit.catalog import auditable_models
+
+    models = auditable_models()
+    if args.json:
+        print(json.dumps([m.to_dict() for m in models], indent=2))
+        return 0
+    for m in models:
+        if m.error:
+            print(f"{m.id}  ({m.source}, {m.format})  cannot be read: {m.error}")
+            continue
+        layers = ", ".join(
+            f"{'last' if r.layer == -1 else f'block {r.layer}'}"
+            + ("" if r.source == "hidden" else f" {r.source}")
+            + (f" ({r.setup_seconds:.0f} s setup)" if r.setup_seconds is not None else "")
+            for r in m.ready
+        )
+        state = f"ready: {layers}" if m.ready else "not set up"
+        print(f"{m.id}  ({m.source}, {m.format})  {state}")
+        if not m.ready:
+            print(f"    veil audit setup --model {m.id}")
+    return 0
+
+
 def _invert(args: argparse.Namespace) -> int:
     from companion.audit.service import InversionRequest, open_target, run_inversion
 
-    target = open_target(args.model, layer=args.layer, device=args.device, threads=args.threads)
+    target = open_target(
+        args.model, layer=args.layer, device=args.device, threads=args.threads, source=args.source
+    )
     text = args.text
     if args.text_file:
         with open(args.text_file, encoding="utf-8") as handle:

@@ -232,26 +232,59 @@ async function refreshJobs() {
 
 async function checkSetup() {
   // Does the chosen model need its one-time setup? Offer it (or reattach to it).
+  const params = new URLSearchParams({ layer: String(chosenLayer()) });
   const model = $("model").value.trim();
-  const query = model ? `?model=${encodeURIComponent(model)}` : "";
+  if (model) params.set("model", model);
   try {
-    const res = await fetch(`/v1/audit/setup${query}`, { headers: headers() });
+    const res = await fetch(`/v1/audit/setup?${params}`, { headers: headers() });
     if (!res.ok) return;
     const status = await res.json();
     $("setup-box").hidden = status.ready;
+    if (!status.ready && status.estimate) {
+      const minutes = Math.max(1, Math.round(status.estimate.total_s / 60));
+      const where = status.layer === -1 ? "the last layer" : `block ${status.layer}`;
+      $("setup-text").textContent = `The fast path needs a one-time setup for this model at ${where}: `
+        + `about ${minutes} minute${minutes === 1 ? "" : "s"} on this machine (measured just now). `
+        + "It resumes where it stopped if cancelled.";
+    }
     if (status.job && !currentJob) attach(status.job);
   } catch (err) {
     // the page still works; a job request would say what is missing
   }
 }
 
+function chosenLayer() {
+  const value = Number($("layer").value);
+  return Number.isInteger(value) && value >= -1 ? value : -1;
+}
+
+async function loadModels() {
+  // The models the auditor can read, with the layers already set up (GET /v1/audit/models).
+  try {
+    const res = await fetch("/v1/audit/models", { headers: headers() });
+    if (!res.ok) return;
+    const body = await res.json();
+    $("models-list").replaceChildren(...body.data.map((m) => {
+      const option = document.createElement("option");
+      option.value = m.id;
+      const ready = m.ready.map((r) => (r.layer === -1 ? "last" : `block ${r.layer}`)).join(", ");
+      option.label = ready ? `${m.id} — ready: ${ready}` : `${m.id} — not set up`;
+      return option;
+    }));
+  } catch (err) {
+    // the field still takes any model spec
+  }
+}
+
 async function startSetup() {
   showError("");
   const model = $("model").value.trim();
+  const setupBody = { layer: chosenLayer() };
+  if (model) setupBody.model = model;
   const res = await fetch("/v1/audit/setup", {
     method: "POST",
     headers: headers({ "Content-Type": "application/json" }),
-    body: JSON.stringify(model ? { model } : {}),
+    body: JSON.stringify(setupBody),
   });
   const body = await res.json().catch(() => null);
   if (!res.ok) { showError(errorMessage(body, res.status)); return; }
@@ -264,7 +297,7 @@ async function start(event) {
   $("result").hidden = true;
   $("tokens").replaceChildren();
   const source = document.querySelector('input[name="source"]:checked').value;
-  const options = { method: $("method").value, sigma: Number($("sigma").value || 0) };
+  const options = { method: $("method").value, sigma: Number($("sigma").value || 0), layer: chosenLayer() };
   for (const id of ["model", "key"]) if ($(id).value.trim()) options[id] = $(id).value.trim();
   for (const id of ["tolerance", "max_candidates", "steps", "candidates", "learning_rate"]) {
     if ($(id).value !== "" && (options.method === "gradient" || !["steps", "candidates", "learning_rate"].includes(id))) {
@@ -321,6 +354,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("cancel").addEventListener("click", cancel);
   $("setup").addEventListener("click", startSetup);
   $("model").addEventListener("change", checkSetup);
+  $("layer").addEventListener("change", checkSetup);
+  loadModels();
   checkSetup();
   refreshJobs();
   setInterval(refreshJobs, 3000);

@@ -65,7 +65,10 @@ def test_text_job_streams_progress_and_returns_a_proven_result(client):
     assert refused.status_code == 409, refused.text
     assert refused.json()["error"]["code"] == "setup_required"
     assert "POST /v1/audit/setup" in refused.json()["error"]["message"]
-    assert client.get("/v1/audit/setup").json()["ready"] is False
+    before = client.get("/v1/audit/setup").json()
+    assert before["ready"] is False
+    # before the first setup starts, the page is told how long it will take (measured)
+    assert before["estimate"]["total_s"] > 0 and before["estimate"]["train_s"] > 0
     setup = client.post("/v1/audit/setup", json={})
     assert setup.status_code == 202, setup.text
     setup_events = _events(client, setup.json()["id"])
@@ -237,3 +240,13 @@ def test_audit_page_is_served(client):
     page = client.get("/static/audit.html")
     assert page.status_code == 200 and "Hidden-state inversion" in page.text
     assert client.get("/static/audit.js").status_code == 200
+
+
+def test_the_models_the_auditor_can_read_are_listed(client, tmp_path):
+    """GET /v1/audit/models: every model the companion offers, with the layers set up for it
+    (read from the setup folders; a model's own load is not needed)."""
+    r = client.get("/v1/audit/models")
+    assert r.status_code == 200, r.text
+    data = r.json()["data"]
+    assert data and all({"id", "identity", "ready", "error"} <= set(m) for m in data)
+    assert client.get("/v1/audit/models", headers={"Host": "evil.example"}).status_code == 403
