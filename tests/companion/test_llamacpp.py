@@ -183,6 +183,37 @@ def test_a_cache_copy_continues_exactly(both):
     assert first.cache.get_seq_length() == ids.shape[1] + 1
 
 
+def test_a_pooled_context_keeps_nothing_of_the_previous_prompt(both):
+    """The chat reuses llama.cpp contexts, never their contents: after one principal's prompt
+    the context goes back to the pool cleared, so the next principal's prompt is computed
+    from nothing -- bit for bit as in a fresh context (no prefix reuse, hence no timing or
+    logits that depend on what another principal asked)."""
+    import gc
+
+    _, fast = both
+    lm = fast.model
+    tok = fast.tokenizer
+    a = torch.tensor([tok(PROMPTS[4]).input_ids])
+    b = torch.tensor([tok(PROMPTS[4] + " Paris").input_ids])  # starts with A's whole prompt
+    with lm._pool_lock:
+        lm._pool.clear()
+    fresh = lm(input_ids=b, use_cache=True, logits_to_keep=1)
+    fresh_logits = fresh.logits.clone()
+    size = fresh.cache.rows[0].size
+    del fresh
+    gc.collect()
+    first = lm(input_ids=a, use_cache=True, logits_to_keep=1)  # principal A
+    ctx = first.cache.rows[0].ctx
+    del first
+    gc.collect()  # A's answer is done: its context goes back to the pool, cleared
+    assert any(c is ctx for free in lm._pool.values() for c in free)
+    never_used = lm._rt.context(lm._model, size, lm.threads)
+    assert lm._rt.get_state(ctx) == lm._rt.get_state(never_used)  # nothing of A is kept
+    again = lm(input_ids=b, use_cache=True, logits_to_keep=1)  # principal B, reused context
+    assert again.cache.rows[0].ctx is ctx
+    assert torch.equal(again.logits, fresh_logits)
+
+
 def test_a_repeated_prefix_continues_like_a_full_pass_per_row(both):
     _, fast = both
     ids = fast.tokenizer(PROMPTS[4], return_tensors="pt").input_ids
