@@ -6,11 +6,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+import torch
+
 from companion.audit.hidden import TargetModel
 from companion.audit.jobs import JobManager
 from companion.audit.ranker import SetupConfig
 from companion.audit.service import ModelPool
 from tests.companion.fakes import ConstantEmbedder
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """One torch thread (a module imports this to use it): the tiny models are
+    latency-bound and CI cores are shared."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
 
 SMALL = SetupConfig(sequences=64, length=20, generation_batch=32, epochs=3, hidden=96)
 

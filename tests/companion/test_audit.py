@@ -25,21 +25,13 @@ from companion.audit.service import InversionRequest, prepare_states, run_invers
 from companion.audit.tiny import make_tiny_model
 from companion.models import load_causal_lm
 from py_core.errors import InvalidParameterError, StateError
+from tests.companion.audit_support import one_torch_thread  # noqa: F401 (autouse)
 
 # The first setup's pipeline (generated text, full softmax, the table) at a tiny size: the
 # resumption and invalidation tests below follow its stages; the quick default has its own
 # tests (tests/companion/test_audit_models.py).
 SMALL = SetupConfig.thorough(sequences=64, length=20, generation_batch=32, epochs=3, hidden=96)
 TEXT = "Alice Smith, 1984, Sydney."
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One torch thread: the tiny models are latency-bound and CI cores are shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module", params=["llama", "gpt2"])

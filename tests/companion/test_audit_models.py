@@ -22,17 +22,10 @@ from companion.audit.ranker import SetupConfig, load_setup, run_setup, setup_dir
 from companion.audit.tiny import make_tiny_model
 from companion.models import load_causal_lm, model_identity
 from py_core.errors import InvalidParameterError
+from tests.companion.audit_support import one_torch_thread  # noqa: F401 (autouse)
 
 QUICK = SetupConfig(sequences=48, length=20, epochs=2, hidden=64, negatives=128)
 TEXT = "Alice Smith, 1984, Sydney."
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
