@@ -20,6 +20,7 @@ from evals import common
 # name -> evaluation package in evals/ (see evals.common.Evaluation).
 EVALUATIONS: dict[str, str] = {
     "inversion": "evals.inversion",
+    "audit-models": "evals.audit_models",
     "rootguard": "evals.rootguard",
     "krr": "evals.krr",
     "scripts": "evals.scripts",
