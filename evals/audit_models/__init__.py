@@ -1,8 +1,8 @@
 """The inversion auditor on the models the companion serves: per model, per layer, the KV cache.
 
-Full run (the committed report is docs/inversion/models/report.md)::
+Full run (the committed report is docs/audit-models/report.md)::
 
-    veil eval audit-models --threads 2 --out docs/inversion/models
+    veil eval audit-models --threads 2 --out docs/audit-models
 
 Smoke run (``SMOKE``: a tiny random model, seconds; CI)::
 

@@ -1,4 +1,4 @@
-"""The audit-models evaluation's configuration: ``SMOKE`` (CI) and ``FULL`` (docs/inversion/models)."""
+"""The audit-models evaluation's configuration: ``SMOKE`` (CI) and ``FULL`` (docs/audit-models)."""
 
 from __future__ import annotations
 

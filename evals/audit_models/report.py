@@ -57,7 +57,7 @@ def markdown(r: dict[str, Any]) -> str:
     lines = [
         "# The inversion auditor on the models the companion serves",
         "",
-        "Regenerate with `veil eval audit-models --threads 2 --out docs/inversion/models` "
+        "Regenerate with `veil eval audit-models --threads 2 --out docs/audit-models` "
         "(runs each model's quick setup unless it is already done with the same "
         "configuration); `--render-only` re-renders this page from results.json; CI runs "
         "`--smoke` on a tiny random model.",
