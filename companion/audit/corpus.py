@@ -2,14 +2,14 @@
 
 Two sources (``SetupConfig.source``):
 
-* ``text`` (the default): windows of the standard library's own source -- docstrings
-  (English prose) and code -- tokenized by the model's tokenizer.  No generation: the
-  setup's cost is one forward pass per training token, which is what makes it fit in
-  minutes for a 0.5B model on two CPU cores (sampling 2048 x 64 tokens from the model
-  took 344 s for SmolLM2-135M alone, and grows with the model).  The modules read are
-  listed in :data:`TEXT_MODULES`; ``json`` is not among them (the inversion evaluation
-  inverts ``json.decoder``'s source) and neither is any news text (it inverts the Lee
-  corpus), so the ranker never sees evaluation text.
+* ``text`` (the default): windows of real text this machine already has, tokenized by
+  the model's tokenizer (:func:`training_text`: Python's reference prose, the installed
+  packages' descriptions, the standard library's source).  No generation: the setup's
+  cost is one forward pass per training token, which is what makes it fit in minutes for
+  a 0.5B model on two CPU cores (sampling 2048 x 64 tokens from the model took 344 s for
+  SmolLM2-135M alone, and grows with the model).  ``json`` is not among
+  :data:`TEXT_MODULES` (the inversion evaluation inverts ``json.decoder``'s source) and no
+  news is read (it inverts the Lee corpus), so the ranker never sees evaluation text.
 * ``generated``: sequences sampled from the model itself at temperature 1 (the first
   setup's source, docs/inversion/report.md), as surprising to the model as its own text.
 
@@ -82,7 +82,7 @@ def package_descriptions() -> list[str]:
     return [found[name] for name in sorted(found)]
 
 
-def stdlib_text() -> str:
+def training_text() -> str:
     """Real text this machine already has: Python's reference prose (``pydoc_data.topics``,
     0.5 MB of English), the installed packages' descriptions, and the source of
     :data:`TEXT_MODULES` (docstrings and code).  Trained on code and reference prose alone,
@@ -145,7 +145,7 @@ def _text_windows(
     repetition only when the text is shorter than what was asked); where even one window
     does not fit (a tiny tokenizer's text), random tokens fill the rest."""
     progress("reading training text", 0, 1)
-    ids = target.tokenizer(stdlib_text(), add_special_tokens=False).input_ids
+    ids = target.tokenizer(training_text(), add_special_tokens=False).input_ids
     ids = [int(i) for i in ids if int(i) < target.vocab_size]
     rng = random.Random(config.seed)
     rows = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import tempfile
@@ -85,18 +86,13 @@ def _setup(target: Any, config: Config, *, sweep: bool = False) -> tuple[Any, fl
 
     setup = SetupConfig(**(config.setup or {}), **(config.sweep_setup if sweep else {}))
     started = time.perf_counter()
-    if is_ready(target) and load_setup(target).meta.get("config", {}) == _as_dict(setup):
+    if is_ready(target):
         artifacts = load_setup(target)
-        return artifacts, float(artifacts.meta.get("setup_seconds") or math.nan)
+        if artifacts.meta.get("config", {}) == dataclasses.asdict(setup):
+            return artifacts, float(artifacts.meta.get("setup_seconds") or math.nan)
     artifacts = run_setup(target, setup)
     print(f"  setup {target.key}: {time.perf_counter() - started:.0f} s", flush=True)
     return artifacts, float(artifacts.meta.get("setup_seconds") or math.nan)
-
-
-def _as_dict(setup: Any) -> dict[str, Any]:
-    import dataclasses
-
-    return dataclasses.asdict(setup)
 
 
 def _news(target: Any, config: Config, count: int) -> list[list[int]]:

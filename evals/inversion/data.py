@@ -35,7 +35,6 @@ def windows_from(ids: list[int], count: int, length: int, rng: random.Random) ->
 
 def window_sets(target: Any, config: Config, rng: random.Random) -> dict[str, list[list[int]]]:
     """The named sets of token windows, drawn in a fixed order from ``rng``."""
-    special = set(getattr(target.tokenizer, "all_special_ids", []) or [])
     news_ids = target.encode(lee_text())
     sets: dict[str, list[list[int]]] = {
         "news-10": windows_from(news_ids, config.windows, config.window_length, rng)
@@ -44,15 +43,15 @@ def window_sets(target: Any, config: Config, rng: random.Random) -> dict[str, li
         news_ids, config.long_windows, config.long_length, random.Random(config.seed + 1)
     )
     sets["code-10"] = windows_from(target.encode(code_text()), config.code_windows, 10, rng)
-    allowed = allowed_tokens(target, special)
+    allowed = allowed_tokens(target)
     sets["random-10"] = [
         [rng.choice(allowed) for _ in range(10)] for _ in range(config.random_windows)
     ]
     return sets
 
 
-def allowed_tokens(target: Any, special: set[int] | None = None) -> list[int]:
-    """Every token id but the special ones."""
-    if special is None:
-        special = set(getattr(target.tokenizer, "all_special_ids", []) or [])
-    return [i for i in range(target.vocab_size) if i not in special]
+def allowed_tokens(target: Any) -> list[int]:
+    """Every token id but the special ones (as the auditor's setup draws random tokens)."""
+    from companion.audit.corpus import allowed_tokens as allowed
+
+    return [int(i) for i in allowed(target)]

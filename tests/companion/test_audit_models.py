@@ -15,7 +15,7 @@ import torch
 
 from companion.audit.catalog import auditable_models, estimate_setup_seconds, ready_layers
 from companion.audit.certify import certify, gaps, sigma_threshold
-from companion.audit.corpus import TEXT_MODULES, stdlib_text
+from companion.audit.corpus import TEXT_MODULES, training_text
 from companion.audit.hidden import TargetModel
 from companion.audit.invert import invert_fast
 from companion.audit.ranker import SetupConfig, load_setup, run_setup, setup_dir, wants_table
@@ -42,7 +42,7 @@ def loaded(tmp_path_factory):
 def test_the_training_text_is_real_text_and_not_the_evaluations():
     """The quick setup reads Python's own prose and source, never json (the evaluation's code)
     or news (its prose)."""
-    text = stdlib_text()
+    text = training_text()
     assert len(text) > 300_000 and "json" not in TEXT_MODULES
     assert "def " in text and " the " in text
 
