@@ -148,6 +148,33 @@ def build_routes(app: FastAPI) -> None:
                     pass
 
 
+def make_engine(settings: Settings) -> ModelEngine:
+    """The engine the settings name: the in-process loop, or vLLM (companion.vllm)."""
+    common: dict[str, Any] = {
+        "spec": settings.model or default_model(),  # chosen once: the id stays while serving
+        "device": settings.device,
+        "dtype": settings.dtype,
+        "backend": settings.backend,
+        "queue_size": settings.queue_size,
+        "queue_timeout_s": settings.queue_timeout_s,
+        "generation_timeout_s": settings.generation_timeout_s,
+        "max_loaded": settings.max_loaded_models,
+    }
+    if settings.engine == "vllm":
+        from companion.vllm.engine import VllmEngine
+
+        return VllmEngine(
+            **common,
+            url=settings.vllm_url,
+            api_key=settings.vllm_api_key,
+            python=settings.vllm_python,
+            ledgers=settings.vllm_ledger_dir or settings.resolved_home() / "vllm-ledgers",
+            max_concurrency=settings.vllm_max_concurrency,
+            server_args=tuple(settings.vllm_args),
+        )
+    return ModelEngine(**common)
+
+
 def create_app(
     settings: Settings | None = None, *, embedder: Any = None, audit_jobs: Any = None
 ) -> FastAPI:
@@ -228,16 +255,7 @@ def create_app(
     app.state.keys = keys
     app.state.token = token
     app.state.started = int(time.time())
-    app.state.engine = ModelEngine(
-        spec=settings.model or default_model(),  # chosen once: the id stays while serving
-        device=settings.device,
-        dtype=settings.dtype,
-        backend=settings.backend,
-        queue_size=settings.queue_size,
-        queue_timeout_s=settings.queue_timeout_s,
-        generation_timeout_s=settings.generation_timeout_s,
-        max_loaded=settings.max_loaded_models,
-    )
+    app.state.engine = make_engine(settings)
     install_error_handlers(app)
     app.state.routers = _include_routers(app)
     mcp_http.mount(app, settings.resolved_home())  # /mcp: RootGuard for agents

@@ -172,6 +172,9 @@ class ModelEngine:
             threading.Thread(target=run, name=f"veil-load-{model.id}", daemon=True).start()
         return self.load_state(model.id)
 
+    def check_plan(self, plan: Any) -> None:
+        """400 for an answer this engine cannot generate (the in-process loop runs them all)."""
+
     def check_queue(self) -> None:
         """503 when the model is busy and the queue is full, or the server is stopping."""
         if self._closing:
@@ -421,6 +424,8 @@ class Engine(Protocol):
     def load_state(self, model_id: str) -> dict[str, Any]: ...
 
     def start_load(self, model: Any) -> dict[str, Any]: ...
+
+    def check_plan(self, plan: Any) -> None: ...
 
     def check_queue(self) -> None: ...
 

@@ -370,7 +370,7 @@ class Health(BaseModel):
     model_loaded: bool
     device: str | None
     dtype: str | None = None  # compute precision (torch) or the GGUF's weight type (llama.cpp)
-    backend: str | None = None  # what runs the chat model: torch or llama.cpp
+    backend: str | None = None  # what runs the chat model: torch, llama.cpp or vllm
     # which llama.cpp build (companion.llamacpp_runtime): llama-cpp-python (compiled here
     # for this CPU) or cyllama (the prebuilt wheel); None on torch
     runtime: str | None = None

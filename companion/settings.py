@@ -64,6 +64,38 @@ class Settings(BaseSettings):
         "parameters on the CPU when the cyllama wheel is installed, else torch), torch (transformers; dtype applies) or "
         "llama.cpp (the GGUF's quantized weights; VEIL_THREADS sets its threads)",
     )
+    engine: Literal["inprocess", "vllm"] = Field(
+        default="inprocess",
+        description="what generates the answers: inprocess (the companion's own loop, one "
+        "answer at a time; the default on a laptop) or vllm (a vLLM server, many answers at "
+        "once: scripts/setup.sh --vllm; docs/methods/engines.md)",
+    )
+    vllm_url: str | None = Field(
+        default=None,
+        description="a vLLM server already running with Veil's logits processor (e.g. "
+        "http://127.0.0.1:8000); default: the companion starts one",
+    )
+    vllm_api_key: str | None = Field(
+        default=None, description="the API key of the server at vllm_url, if it has one"
+    )
+    vllm_python: str | None = Field(
+        default=None,
+        description="the Python of vLLM's own environment (default: .veil-cache/vllm, which "
+        "scripts/setup.sh --vllm creates)",
+    )
+    vllm_ledger_dir: Path | None = Field(
+        default=None,
+        description="where the vLLM server writes each answer's noise records (a folder "
+        "this companion reads; default: <home>/vllm-ledgers)",
+    )
+    vllm_max_concurrency: int = Field(
+        default=32, ge=1, description="answers the vLLM engine decodes at once"
+    )
+    vllm_args: list[str] = Field(
+        default_factory=list,
+        description="more `vllm serve` arguments when the companion starts the server "
+        "(e.g. --tensor-parallel-size 2; VEIL_VLLM_ARGS as a JSON list)",
+    )
     home: Path | None = None  # default: veil_home()
     store_path: Path | None = None  # default: <home>/rag.sqlite3
     token_path: Path | None = None  # default: <home>/token

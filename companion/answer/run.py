@@ -110,7 +110,22 @@ def start(
     from companion.decoding.generate import Generation
 
     config = generation_config(plan, context, lm, **overrides)
+    if getattr(lm, "backend", None) == "vllm":
+        from companion.vllm.engine import VllmGeneration
+
+        return VllmGeneration(  # type: ignore[return-value]  # the same iterator and .result
+            lm.model, lm.tokenizer, config, cancel, principal=principal(plan)
+        )
     return Generation(lm.model, lm.tokenizer, config, cancel)
+
+
+def principal(plan: AnswerPlan) -> str:
+    """Whose answer this is, for what an engine keeps between answers (vLLM's prefix
+    cache is salted per principal): the owner, a guest key, or the owner's preview of one."""
+    if plan.guest is None:
+        return "owner"
+    kind = "preview" if plan.preview else "guest"
+    return f"{kind}:{plan.guest.id}"
 
 
 def answer_now(

@@ -50,6 +50,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch, llama.cpp)")
     parser.add_argument(
+        "--engine",
+        default=None,
+        choices=("inprocess", "vllm"),
+        help="what generates the answers: inprocess (default; one at a time) or vllm (many at "
+        "once; scripts/setup.sh --vllm installs it; docs/methods/engines.md)",
+    )
+    parser.add_argument(
+        "--vllm-url",
+        default=None,
+        help="a vLLM server already running with Veil's logits processor (default: start one)",
+    )
+    parser.add_argument(
+        "--vllm-arg",
+        action="append",
+        default=None,
+        help="one more `vllm serve` argument when the companion starts it (repeatable; e.g. "
+        "--vllm-arg=--tensor-parallel-size --vllm-arg=2)",
+    )
+    parser.add_argument(
         "--extension-id",
         action="append",
         default=None,
@@ -72,6 +91,9 @@ def _serve(args: argparse.Namespace) -> int:
             "dtype": args.dtype,
             "backend": args.backend,
             "extension_ids": args.extension_id,
+            "engine": args.engine,
+            "vllm_url": args.vllm_url,
+            "vllm_args": args.vllm_arg,
         }.items()
         if v is not None
     }

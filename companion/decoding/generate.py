@@ -168,7 +168,7 @@ class _TwoPasses:
             self.private.step(token)
 
 
-def _choose(scores: torch.Tensor, temperature: float, generator: NoiseSource) -> int:
+def choose_token(scores: torch.Tensor, temperature: float, generator: NoiseSource) -> int:
     """Greedy at temperature 0, else one inverse-CDF draw with the source's uniform."""
     if temperature <= 0:
         return int(torch.argmax(scores[0]))
@@ -413,7 +413,7 @@ def _generate(
                     public = public.clone()
                     penalise_repeats(public, recent, config.repetition_penalty)
             scores = mechanism.step(ids, logits, public) if mechanism is not None else logits
-            token = _choose(scores, config.temperature, config.generator)
+            token = choose_token(scores, config.temperature, config.generator)
             if token in stops:
                 out.finish_reason = "stop"
                 break

@@ -17,9 +17,10 @@ only a token index chosen from the noisy scores, never a noisy value.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -46,13 +47,17 @@ class NoiseSource:
         raise NotImplementedError
 
 
-def _uniforms(n: int) -> np.ndarray:
-    """``n`` float64 uniforms on [0, 1) with 53 random bits each, from os.urandom."""
-    raw = np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
+RandomBytes = Callable[[int], bytes]  # n -> n bytes from a cryptographic source
+
+
+def _uniforms(n: int, source: RandomBytes | None = None) -> np.ndarray:
+    """``n`` float64 uniforms on [0, 1) with 53 random bits each, from ``source``
+    (default: ``os.urandom``, looked up at each call)."""
+    raw = np.frombuffer((source or os.urandom)(8 * n), dtype=np.uint64)
     return (raw >> np.uint64(11)).astype(np.float64) * _SCALE_53
 
 
-def _exponentials(n: int) -> np.ndarray:
+def _exponentials(n: int, source: RandomBytes | None = None) -> np.ndarray:
     """``n`` standard exponentials ``-ln(1 - U)``, ``U`` uniform on [0, 1), with no cap.
 
     ``U``'s 53-bit cell ``[j, j + 1) 2^-53`` gives ``-ln(1 - j 2^-53)``, the cell's smallest
@@ -61,11 +66,11 @@ def _exponentials(n: int) -> np.ndarray:
     draw is ``53 ln 2`` plus a fresh exponential drawn the same way (memorylessness).  The
     tail is the exponential's at every depth, where it used to be cut off.
     """
-    raw = np.frombuffer(os.urandom(8 * n), dtype=np.uint64) >> np.uint64(11)
+    raw = np.frombuffer((source or os.urandom)(8 * n), dtype=np.uint64) >> np.uint64(11)
     out = -np.log1p(-(raw.astype(np.float64) * _SCALE_53))  # 1 - u in (0, 1]: finite
     top = np.flatnonzero(raw == _TOP_53)
     if top.size:  # probability 2^-53 each
-        out[top] = _LN_2_53 + _exponentials(top.size)
+        out[top] = _LN_2_53 + _exponentials(top.size, source)
     return out
 
 
@@ -74,17 +79,44 @@ class SecureNoise(NoiseSource):
 
     secure = True
 
+    def _bytes(self, n: int) -> bytes:
+        return os.urandom(n)
+
     def normal(self, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
         n = math.prod(shape)
         pairs = (n + 1) // 2
-        radius = np.sqrt(2.0 * _exponentials(pairs))
-        angle = _TWO_PI * _uniforms(pairs)
+        radius = np.sqrt(2.0 * _exponentials(pairs, self._bytes))
+        angle = _TWO_PI * _uniforms(pairs, self._bytes)
         z = np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])[:n]
         noise = torch.from_numpy(z.reshape(tuple(shape)))
         return noise.to(device=like.device, dtype=like.dtype)
 
     def uniform(self) -> float:
-        return float(_uniforms(1)[0])
+        return float(_uniforms(1, self._bytes)[0])
+
+
+class KeyedNoise(SecureNoise):
+    """The same noise from a keyed stream: SHAKE-256 of a secret 32-byte key and a counter.
+
+    For an engine whose workers must draw identical noise for one request (vLLM's
+    tensor-parallel ranks each run the sampler on the same logits): the companion draws
+    the key from ``os.urandom`` per answer and sends it with the request, so every rank
+    reads the same stream, and without the key the stream is unpredictable (SHAKE-256 as a
+    keyed extendable-output function).  Each read takes the next block of the stream,
+    never reusing one, so two instances with the same key give the same draws in the same
+    order (tests/companion/test_noise.py).
+    """
+
+    def __init__(self, key: bytes) -> None:
+        if not isinstance(key, bytes) or len(key) < 32:
+            raise InvalidParameterError("a noise key must be at least 32 random bytes")
+        self._key = key
+        self._counter = 0
+
+    def _bytes(self, n: int) -> bytes:
+        block = self._counter.to_bytes(8, "big")
+        self._counter += 1
+        return hashlib.shake_256(b"veil-noise\0" + self._key + block).digest(n)
 
 
 class SeededNoise(NoiseSource):

@@ -466,7 +466,7 @@ def test_secure_gaussians_have_the_right_distribution():
 
 def test_sampling_at_a_temperature_uses_the_source():
     """Inverse-CDF sampling with the source's uniforms follows the softmax within 4 SE."""
-    from companion.decoding.generate import _choose
+    from companion.decoding.generate import choose_token
 
     scores = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
     probs = torch.softmax(scores[0], -1).tolist()
@@ -474,6 +474,6 @@ def test_sampling_at_a_temperature_uses_the_source():
     n = 20_000
     counts = [0] * 4
     for _ in range(n):
-        counts[_choose(scores, 1.0, source)] += 1
+        counts[choose_token(scores, 1.0, source)] += 1
     for c, p in zip(counts, probs, strict=True):
         assert abs(c / n - p) < 4 * math.sqrt(p * (1 - p) / n)
