@@ -2,8 +2,9 @@
 
 The companion is started twice in this process (uvicorn in a thread, the real HTTP API),
 once per engine, with the same model (SmolLM2-135M-Instruct by default, float32), and asked
-the same questions by 1, 8 and 32 concurrent clients: each chat asks for 32 tokens under
-the guests' default defense (copy_aware).  Printed per engine and concurrency: answers/s,
+the same questions by 1, 8 and 32 concurrent guests: each guest has a key of its own
+(collection "clinic", three short notes, copy_aware) and asks for 32 tokens; retrieval
+uses a keyword embedder (the engines are what is compared, not the embedder).  Printed per engine and concurrency: answers/s,
 p50/p95 latency, how many 503s and other 5xx, and the memory of the serving processes
 (the companion's RSS; for vLLM also its server's process tree).  The ratio vLLM /
 in-process of answers per second is the figure issue 28 asks for; the in-process engine
@@ -53,31 +54,67 @@ def _rss(pid: int, tree: bool) -> int:
     return total
 
 
-async def _load(url: str, token: str, clients: int, per_client: int, tokens: int) -> dict:
+DOCUMENTS = {
+    "visit.txt": "Clinic visit, 3 March. The patient has gout of the left toe and started "
+    "allopurinol 100 mg daily. Review in six weeks with urate levels.",
+    "referral.txt": "Referral to rheumatology. Recurrent gout despite allopurinol; eGFR 58. "
+    "Please advise on febuxostat.",
+    "asthma.txt": "Asthma review. Peak flow 420 L/min; inhaler technique checked; continue the "
+    "steroid inhaler twice daily.",
+}
+QUESTIONS = [
+    "Which medicine was started for the gout?",
+    "When is the gout review?",
+    "What was the peak flow?",
+    "Why was the patient referred?",
+    "How often is the inhaler used?",
+    "What is the eGFR?",
+    "Which toe has gout?",
+    "What should rheumatology advise on?",
+]
+
+
+def setup_guests(url: str, token: str, count: int) -> list[str]:
+    """The documents in collection "clinic", and one guest key per client (copy_aware)."""
+    import httpx
+
+    owner = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=url, headers=owner, timeout=300) as http:
+        for name, text in DOCUMENTS.items():
+            files = [("files", (name, text.encode(), "text/plain"))]
+            response = http.post("/v1/documents", files=files, data={"collection": "clinic"})
+            response.raise_for_status()
+        keys = []
+        for n in range(count):
+            body = {"collection": "clinic", "defense": "copy_aware", "label": f"bench {n}"}
+            response = http.post("/v1/keys", json=body)
+            response.raise_for_status()
+            keys.append(response.json()["key"])
+    return keys
+
+
+async def _load(url: str, keys: list[str], clients: int, per_client: int, tokens: int) -> dict:
     import httpx
 
     latencies: list[float] = []
     codes: list[int] = []
 
     async def client(n: int, http: httpx.AsyncClient) -> None:
+        guest = {"Authorization": f"Bearer {keys[n % len(keys)]}"}
         for i in range(per_client):
             question = QUESTIONS[(n * per_client + i) % len(QUESTIONS)]
             body = {
-                "messages": [{"role": "user", "content": f"{question} ({n}.{i})"}],
+                "messages": [{"role": "user", "content": question}],
                 "max_tokens": tokens,
-                "defense": "copy_aware",
-                "fresh": True,
             }
             start = time.perf_counter()
-            response = await http.post("/v1/chat/completions", json=body)
+            response = await http.post("/v1/chat/completions", json=body, headers=guest)
             codes.append(response.status_code)
             if response.status_code == 200:
                 latencies.append(time.perf_counter() - start)
 
     limits = httpx.Limits(max_connections=clients + 4)
-    async with httpx.AsyncClient(
-        base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=600, limits=limits
-    ) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as http:
         start = time.perf_counter()
         await asyncio.gather(*(client(n, http) for n in range(clients)))
         wall = time.perf_counter() - start
@@ -116,10 +153,10 @@ def run_engine(engine: str, args: argparse.Namespace, home: Path) -> dict[str, A
     rows = []
     with serve_http(app, port, timeout=1200) as url:
         ready = time.perf_counter() - started
-        token = app.state.token
-        asyncio.run(_load(url, token, 1, 1, 2))  # warm-up, not counted
+        keys = setup_guests(url, app.state.token, max(args.clients))
+        asyncio.run(_load(url, keys, 1, 1, 2))  # warm-up, not counted
         for clients in args.clients:
-            row = asyncio.run(_load(url, token, clients, args.requests_per_client, args.tokens))
+            row = asyncio.run(_load(url, keys, clients, args.requests_per_client, args.tokens))
             row["engine"] = engine
             rows.append(row)
             print(_line(row), flush=True)
@@ -151,10 +188,11 @@ def report(results: list[dict], args: argparse.Namespace) -> str:
         "# Engines: concurrent chats, in-process vs vLLM",
         "",
         f"`python bench/engines_bench.py --out docs/engines` (model {args.model or 'default'}, "
-        f"float32, {args.tokens} tokens per answer, copy_aware, {args.requests_per_client} "
-        f"chats per client, {os.cpu_count()} CPU cores).",
+        f"float32, {args.tokens} tokens per answer, one guest key per client (copy_aware, "
+        f"three notes), {args.requests_per_client} chats per client, {os.cpu_count()} CPU "
+        "cores).",
         "",
-        "| clients | engine | answered | answers/s | p50 latency | p95 latency | 503 | other 5xx |",
+        "| guests | engine | answered | answers/s | p50 latency | p95 latency | 503 | other 5xx |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for clients in args.clients:
@@ -169,7 +207,7 @@ def report(results: list[dict], args: argparse.Namespace) -> str:
                 f"{row['answers_per_s']:.2f} | {p50} | {p95} | {row['http_503']} | "
                 f"{row['other_5xx']} |"
             )
-    lines += ["", "| clients | vLLM / in-process answers per second |", "|---|---|"]
+    lines += ["", "| guests | vLLM / in-process answers per second |", "|---|---|"]
     for clients in args.clients:
         a, b = by.get(("inprocess", clients)), by.get(("vllm", clients))
         if a and b and a["answers_per_s"]:

@@ -77,7 +77,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_serve)
 
 
-def _serve(args: argparse.Namespace) -> int:
+def serve_settings(args: argparse.Namespace) -> Any:
+    """The companion's Settings: the environment's, with what the command line gave."""
     from companion.settings import Settings
 
     overrides = {
@@ -97,7 +98,11 @@ def _serve(args: argparse.Namespace) -> int:
         }.items()
         if v is not None
     }
-    settings = Settings(**overrides)
+    return Settings(**overrides)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    settings = serve_settings(args)
     if settings.host not in LOOPBACK:
         raise InvalidParameterError(
             f"--host {settings.host!r} is not a loopback address; the companion listens on "

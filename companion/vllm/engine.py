@@ -40,8 +40,11 @@ from py_core.errors import InvalidParameterError
 LEDGER_WAIT_S = 2.0  # how long a token waits for its record (it is written before the token)
 
 
-class EngineFailure(RuntimeError):
-    """The vLLM engine did not do what the answer needs; nothing more is released."""
+class EngineFailure(APIError):
+    """The vLLM engine did not do what the answer needs; nothing more is released (503)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(503, ErrorCode.MODEL_UNAVAILABLE, message)
 
 
 @dataclass
@@ -396,6 +399,7 @@ class VllmEngine(ModelEngine):
             stops = ensure_chat_template(tokenizer)
             ledgers = self.ledgers or Path(folder).parent / "vllm-ledgers"
             ledgers.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _clear_stale(ledgers)
             url, key = self.url, self.api_key
             if url is None:
                 progress("starting vllm serve (a minute or two on a CPU)")
@@ -473,6 +477,19 @@ class VllmEngine(ModelEngine):
             self.server.stop()
 
 
+STALE_LEDGER_S = 3600.0
+
+
+def _clear_stale(ledgers: Path) -> None:
+    """Remove records an earlier companion left (it stopped mid-answer): they hold an
+    answer's token ids, and no answer lasts an hour (generation_timeout_s is 300 s)."""
+    cutoff = time.time() - STALE_LEDGER_S
+    for path in ledgers.glob("*.jsonl"):
+        with contextlib.suppress(OSError):
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+
+
 def _generation_eos(folder: Path) -> tuple[int, ...]:
     """The end-of-text ids of the folder's generation_config.json (the in-process loop's
     :func:`~companion.decoding.generate.eos_ids` reads the same)."""
@@ -522,7 +539,7 @@ def probe(client: VllmClient, tokenizer: Any) -> None:
         run = VllmGeneration(client, tokenizer, config, principal="probe")
         for _ in run:
             pass
-    except (EngineFailure, APIError) as exc:
+    except APIError as exc:  # EngineFailure included
         raise RuntimeError(
             f"the vLLM server at {client.url} cannot serve Veil's answers: {exc}"
         ) from exc

@@ -207,3 +207,28 @@ def test_keyed_noise_is_one_stream_per_key_with_the_secure_distribution():
     assert stats.kstest(keyed, "norm").pvalue > 1e-3
     assert stats.ks_2samp(keyed, secure).pvalue > 1e-3
     assert abs(float(np.std(keyed)) - 1.0) < 0.03
+
+
+def test_veil_serve_engine_vllm_reaches_the_engine_and_the_server_command(tmp_path):
+    from companion.app import make_engine
+    from companion.cli import build_parser
+    from companion.commands.serve import serve_settings
+    from companion.vllm.engine import VllmEngine
+    from companion.vllm.server import PROCESSOR, server_command, vllm_python
+
+    args = build_parser().parse_args(
+        ["serve", "--engine", "vllm", "--vllm-arg=--tensor-parallel-size", "--vllm-arg=2"]
+    )
+    settings = serve_settings(args).model_copy(update={"home": tmp_path})
+    engine = make_engine(settings)
+    assert isinstance(engine, VllmEngine)
+    assert engine.server_args == ("--tensor-parallel-size", "2") and engine.url is None
+    command = server_command(
+        tmp_path / "python", tmp_path / "model", 9, max_seqs=4, extra=engine.server_args
+    )
+    assert command[command.index("--logits-processors") + 1] == PROCESSOR
+    assert "--enable-prefix-caching" in command and command[-2:] == ["--tensor-parallel-size", "2"]
+    with pytest.raises(InvalidParameterError, match=r"setup\.sh --vllm"):
+        vllm_python(str(tmp_path / "nowhere" / "python"))
+    plain = make_engine(serve_settings(build_parser().parse_args(["serve"])))
+    assert not isinstance(plain, VllmEngine)
