@@ -255,7 +255,11 @@ async def chat_completions(
         plan_answer, settings, rag, body, history, model=model, guest=key
     )
     plan.preview = preview is not None
-    engine.check_plan(plan)  # 400 for a defense this engine cannot run, before any charge
+    # 400 for a defense this engine cannot run (vLLM: companion/vllm), before any charge;
+    # an engine without the method runs every defense.
+    check_plan = getattr(engine, "check_plan", None)
+    if check_plan is not None:
+        check_plan(plan)
     # 400 before any charge; loads a model that is not loaded yet, in a worker thread
     await run_in_threadpool(_check_length, settings, engine, plan)
     model_id = model.id if model is not None else engine.model_id
