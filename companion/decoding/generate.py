@@ -304,6 +304,57 @@ def penalise_repeats(scores: torch.Tensor, generated: Sequence[int], penalty: fl
     scores[0, index] = torch.where(picked > 0, picked / penalty, picked * penalty)
 
 
+class Release:
+    """What an answer shows of its tokens as they come, the same for every engine: the text
+    up to a stop string, in printable deltas (never half a character), ending at a stop
+    string or a loop (:func:`looping`).  Fills ``out``'s token ids, text and finish reason.
+    """
+
+    def __init__(
+        self, tokenizer: Any, stop: Sequence[str], stop_loops: int, out: GenerationResult
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.stop = stop
+        self.stop_loops = stop_loops
+        self.out = out
+        self.generated: list[int] = []
+        self.emitted = 0
+
+    def _cut(self, text: str) -> tuple[str, bool]:
+        hit = next((s for s in self.stop if s and s in text), None)
+        return (text, False) if hit is None else (text[: text.index(hit)], True)
+
+    def add(self, token: int) -> tuple[str, bool]:
+        """Release ``token``: (the new printable text, whether the answer ends here)."""
+        out = self.out
+        self.generated.append(token)
+        out.token_ids = self.generated
+        text, hit = self._cut(self.tokenizer.decode(self.generated, skip_special_tokens=True))
+        if hit:
+            out.finish_reason = "stop"
+        delta = ""
+        if not text.endswith("\ufffd") and len(text) > self.emitted:
+            delta, self.emitted = text[self.emitted :], len(text)
+            out.text = text
+        if hit:
+            return delta, True
+        if looping(self.generated, self.stop_loops):
+            out.finish_reason = "stop"
+            out.looped = True
+            return delta, True
+        return delta, False
+
+    def finish(self) -> str:
+        """The answer's last text not yet released; ``out`` holds the whole answer."""
+        final = self.tokenizer.decode(self.generated, skip_special_tokens=True)
+        if self.out.finish_reason == "stop":
+            final, _ = self._cut(final)
+        rest = final[self.emitted :] if len(final) > self.emitted else ""
+        self.out.text = final
+        self.out.token_ids = self.generated
+        return rest
+
+
 class Generation:
     """One answer's generation: iterate it for printable text deltas, then read ``result``.
 
@@ -398,8 +449,8 @@ def _generate(
             out.finish_reason = "cancelled"
             return
         stops = set() if config.ignore_eos else eos_ids(model, tokenizer)
-        emitted = 0
-        generated: list[int] = []
+        release = Release(tokenizer, stop, config.stop_loops, out)
+        generated = release.generated
         for _ in range(config.max_new_tokens):
             if cancel is not None and cancel.is_set():
                 out.finish_reason = "cancelled"
@@ -417,22 +468,10 @@ def _generate(
             if token in stops:
                 out.finish_reason = "stop"
                 break
-            generated.append(token)
-            out.token_ids = generated
-            text = tokenizer.decode(generated, skip_special_tokens=True)
-            hit = next((s for s in stop if s and s in text), None)
-            if hit is not None:
-                text = text[: text.index(hit)]
-                out.finish_reason = "stop"
-            if not text.endswith("\ufffd") and len(text) > emitted:
-                delta, emitted = text[emitted:], len(text)
-                out.text = text
+            delta, done = release.add(token)
+            if delta:
                 yield delta
-            if hit is not None:
-                break
-            if looping(generated, config.stop_loops):
-                out.finish_reason = "stop"
-                out.looped = True
+            if done:
                 break
             step = torch.tensor([[token]], dtype=torch.long, device=device)
             ids = torch.cat([ids, step], dim=1)
@@ -442,15 +481,9 @@ def _generate(
             else:
                 fwd = model(input_ids=step, cache=past, use_cache=True)
                 past, logits = fwd.cache, fwd.logits[:, -1, :].float()
-    final = tokenizer.decode(generated, skip_special_tokens=True)
-    if out.finish_reason == "stop":
-        hit = next((s for s in stop if s and s in final), None)
-        if hit is not None:
-            final = final[: final.index(hit)]
-    if len(final) > emitted:
-        yield final[emitted:]
-    out.text = final
-    out.token_ids = generated
+    rest = release.finish()
+    if rest:
+        yield rest
     ledger = mechanism.ledger if mechanism is not None else None
     steps = len(ledger.records) if ledger is not None else len(generated)
     out.receipt = build_receipt(defense, ledger, steps, config.max_new_tokens)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from companion.decoding.base import NoiseLedger, StepRecord
-from companion.decoding.generate import GenerationConfig, GenerationResult, eos_ids, looping
+from companion.decoding.generate import GenerationConfig, GenerationResult, Release, eos_ids
 from companion.decoding.receipt import build_receipt
 from companion.engine import ModelEngine
 from companion.errors import APIError, ErrorCode
@@ -204,8 +204,9 @@ class VllmGeneration:
         stops = set() if config.ignore_eos else set(body["stop_token_ids"])
         ledger = _Ledger(self.client.ledgers / f"{veil.id}.jsonl")
         filler = self._filler(httpx)
-        generated: list[int] = []
-        emitted, ended_on_eos = 0, False
+        release = Release(self.tokenizer, config.stop, config.stop_loops, out)
+        generated = release.generated
+        ended_on_eos = False
         try:
             with (
                 httpx.Client(timeout=httpx.Timeout(30.0, read=None)) as http,
@@ -234,21 +235,10 @@ class VllmGeneration:
                     if token in stops:
                         out.finish_reason, ended_on_eos = "stop", True
                         break
-                    generated.append(token)
-                    out.token_ids = generated
-                    text = self.tokenizer.decode(generated, skip_special_tokens=True)
-                    hit = next((s for s in config.stop if s and s in text), None)
-                    if hit is not None:
-                        text = text[: text.index(hit)]
-                        out.finish_reason = "stop"
-                    if not text.endswith("\ufffd") and len(text) > emitted:
-                        delta, emitted = text[emitted:], len(text)
-                        out.text = text
+                    delta, done = release.add(token)
+                    if delta:
                         yield delta
-                    if hit is not None:
-                        break
-                    if looping(generated, config.stop_loops):
-                        out.finish_reason, out.looped = "stop", True
+                    if done:
                         break
                 else:
                     out.finish_reason = (
@@ -262,14 +252,9 @@ class VllmGeneration:
             ) from exc
         finally:
             ledger.close()
-        final = self.tokenizer.decode(generated, skip_special_tokens=True)
-        if out.finish_reason == "stop":
-            hit = next((s for s in config.stop if s and s in final), None)
-            if hit is not None:
-                final = final[: final.index(hit)]
-        if len(final) > emitted:
-            yield final[emitted:]
-        out.text, out.token_ids = final, generated
+        rest = release.finish()
+        if rest:
+            yield rest
         steps = len(generated) + int(ended_on_eos)  # the in-process loop records the eos step too
         noise = None
         if ledger.header is not None and ledger.header.get("sensitivity") is not None:
