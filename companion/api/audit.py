@@ -45,6 +45,11 @@ from py_core.errors import VeilError
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
 
+# What is audited at the layer: its hidden states, or the block's cached keys or values
+# (what a shared or leaked KV cache holds).
+Source = Literal["hidden", "keys", "values"]
+
+
 class InversionBody(BaseModel):
     """Options of one audit (JSON body, or the form fields of an upload)."""
 
@@ -53,6 +58,7 @@ class InversionBody(BaseModel):
     text: str | None = Field(default=None, max_length=20_000)
     model: str | None = None
     layer: int = -1
+    source: Source = "hidden"
     method: Literal["fast", "gradient"] = "fast"
     sigma: float = Field(default=0.0, ge=0.0)
     noisy: bool | None = None
@@ -154,7 +160,7 @@ def _start(service: Any, body: InversionBody, data: bytes | None, filename: str 
         allow_setup=False,  # setup is its own job (POST /v1/audit/setup), never implicit
     )
     request.validate()
-    target = service.pool.get(body.model, body.layer)
+    target = service.pool.get(body.model, body.layer, body.source)
     states, truth = prepare_states(target, request)  # a bad file is a 400 before all else
     if request.method == "fast":
         from companion.audit.ranker import is_ready
@@ -218,7 +224,7 @@ async def start_inversion(
     if await request.is_disconnected():  # the client gave up while its states were prepared
         raise _bad_request("the client went away before the job was queued")
     try:
-        job = service.submit(*prepared, model=body.model, layer=body.layer)
+        job = service.submit(*prepared, model=body.model, layer=body.layer, source=body.source)
     except QueueFullError as exc:
         raise _queue_full(exc) from None
     except VeilError as exc:
@@ -318,9 +324,9 @@ async def inversion_events(
     )
 
 
-def _target(service: Any, model: str | None, layer: int) -> Any:
+def _target(service: Any, model: str | None, layer: int, source: str) -> Any:
     try:
-        return service.pool.get(model, layer)
+        return service.pool.get(model, layer, source)
     except VeilError as exc:
         raise _veil_error(exc) from None
 
@@ -339,21 +345,21 @@ async def audit_models(settings: SettingsDep) -> dict[str, Any]:
 
 @router.get("/setup")
 async def setup_status(
-    service: AuditJobsDep, model: str | None = None, layer: int = -1
+    service: AuditJobsDep, model: str | None = None, layer: int = -1, source: Source = "hidden"
 ) -> dict[str, Any]:
     """Whether the fast path is set up for a model, and its running setup job if any.
 
     Read from the setup folder without waiting for any job (opening the model the
     first time takes a few seconds, in a worker thread).
     """
-    return await asyncio.to_thread(_setup_status, service, model, layer)
+    return await asyncio.to_thread(_setup_status, service, model, layer, source)
 
 
-def _setup_status(service: Any, model: str | None, layer: int) -> dict[str, Any]:
+def _setup_status(service: Any, model: str | None, layer: int, source: str) -> dict[str, Any]:
     """What GET /setup answers, read in a worker thread (files, the model's first opening)."""
     from companion.audit.ranker import is_ready, setup_dir
 
-    target = _target(service, model, layer)
+    target = _target(service, model, layer, source)
     ready = is_ready(target)
     meta: dict[str, Any] | None = None
     if ready:
@@ -361,7 +367,7 @@ def _setup_status(service: Any, model: str | None, layer: int) -> dict[str, Any]
             meta = json.loads((setup_dir(target) / "done.json").read_text())
         except (OSError, ValueError):
             ready = False
-    job = service.active_setup(model, layer)
+    job = service.active_setup(model, layer, source)
     estimate = None
     if not ready and job is None:  # what the first setup will cost, before it starts
         from companion.audit.catalog import estimate_setup_seconds
@@ -370,6 +376,7 @@ def _setup_status(service: Any, model: str | None, layer: int) -> dict[str, Any]
     return {
         "model": target.identity,
         "layer": target.layer,
+        "source": target.source,
         "hidden_size": target.hidden_size,
         "vocab_size": target.vocab_size,
         "ready": ready,
@@ -384,6 +391,7 @@ class SetupBody(BaseModel):
 
     model: str | None = None
     layer: int = -1
+    source: Source = "hidden"
     force: bool = False
 
 
@@ -393,8 +401,10 @@ async def start_setup(service: AuditJobsDep, body: SetupBody | None = None) -> J
     body = body or SetupBody()
 
     def submit() -> Any:  # in a worker thread: opening the model, the job manager's locks
-        _target(service, body.model, body.layer)
-        return service.submit_setup(model=body.model, layer=body.layer, force=body.force)
+        _target(service, body.model, body.layer, body.source)
+        return service.submit_setup(
+            model=body.model, layer=body.layer, source=body.source, force=body.force
+        )
 
     try:
         job = await asyncio.to_thread(submit)

@@ -50,6 +50,7 @@ class Job:
     layer: int
     method: str  # fast | gradient | setup
     kind: str = "inversion"  # inversion | setup
+    source: str = "hidden"  # hidden | keys | values (the block's KV cache)
     status: str = "queued"  # queued | running | done | error | cancelled
     created: float = field(default_factory=time.time)
     started: float | None = None
@@ -82,6 +83,7 @@ class Job:
             "status": self.status,
             "model": self.model,
             "layer": self.layer,
+            "source": self.source,
             "method": self.method,
             "created": self.created,
             "started": self.started,
@@ -135,9 +137,10 @@ class JobManager:
         *,
         model: str | None,
         layer: int,
+        source: str = "hidden",
     ) -> Job:
         """Queue an inversion of prepared states; QueueFullError when the queue is full."""
-        target = self.pool.get(model, layer)
+        target = self.pool.get(model, layer, source)
         if request.method == "fast" and not is_ready(target):
             raise setup_required(target)
         config = self.setup_config
@@ -155,19 +158,23 @@ class JobManager:
             )
             return result.to_dict()
 
-        job = Job(id=_new_id(), model=model, layer=layer, method=request.method, run=run)
+        job = Job(
+            id=_new_id(), model=model, layer=layer, source=source, method=request.method, run=run
+        )
         return self._enqueue(job)
 
-    def submit_setup(self, *, model: str | None, layer: int, force: bool = False) -> Job:
+    def submit_setup(
+        self, *, model: str | None, layer: int, source: str = "hidden", force: bool = False
+    ) -> Job:
         """Queue the model's setup (or return the setup job already queued or running).
 
         Looking for that job and queueing a new one happen under one hold of the
         manager's lock, so concurrent requests share one job (they made one each).
         """
-        existing = self.active_setup(model, layer)
+        existing = self.active_setup(model, layer, source)
         if existing is not None:
             return existing
-        target = self.pool.get(model, layer)  # may open the model: outside the lock
+        target = self.pool.get(model, layer, source)  # may open the model: outside the lock
         config = self.setup_config
 
         def run(job: Job) -> dict[str, Any]:
@@ -183,23 +190,33 @@ class JobManager:
             artifacts = run_setup(
                 target, config, progress=progress, force=force, should_stop=job.cancel.is_set
             )
-            return {"ready": True, "model": target.identity, "layer": target.layer, **{
+            where = {"model": target.identity, "layer": target.layer, "source": target.source}
+            return {"ready": True, **where, **{
                 k: artifacts.meta.get(k) for k in ("setup_seconds", "timings", "ranker")
             }}  # fmt: skip
 
-        job = Job(id=_new_id(), model=model, layer=layer, method="setup", kind="setup", run=run)
+        job = Job(
+            id=_new_id(),
+            model=model,
+            layer=layer,
+            source=source,
+            method="setup",
+            kind="setup",
+            run=run,
+        )
         return self._enqueue(job, share=True)
 
     def _enqueue(self, job: Job, *, share: bool = False) -> Job:
         """Queue ``job``; with ``share``, return instead the unfinished job of the same kind,
-        model and layer if there is one (checked under the same lock as the queueing)."""
+        model, layer and source if there is one (checked under the same lock as the queueing)."""
         with self._guard:
             if share:
                 for other in self._jobs.values():
                     if (
                         other.kind == job.kind
                         and not other.finished
-                        and (other.model, other.layer) == (job.model, job.layer)
+                        and (other.model, other.layer, other.source)
+                        == (job.model, job.layer, job.source)
                     ):
                         return other
             if self._closed:
@@ -234,18 +251,11 @@ class JobManager:
         with self._guard:
             return list(self._jobs.values())
 
-    def active_setup(self, model: str | None, layer: int) -> Job | None:
+    def active_setup(self, model: str | None, layer: int, source: str = "hidden") -> Job | None:
         with self._guard:
             for job in self._jobs.values():
-                if (
-                    job.kind == "setup"
-                    and not job.finished
-                    and (job.model, job.layer)
-                    == (
-                        model,
-                        layer,
-                    )
-                ):
+                where = (job.model, job.layer, job.source)
+                if job.kind == "setup" and not job.finished and where == (model, layer, source):
                     return job
         return None
 

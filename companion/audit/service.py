@@ -264,6 +264,14 @@ def setup_required(target: TargetModel) -> SetupRequiredError:
     )
 
 
+# opener(spec, layer, source) -> the target a pool keeps for that key
+Opener = Callable[[str | None, int, str], TargetModel]
+
+
+def _open(spec: str | None, layer: int, source: str) -> TargetModel:
+    return open_target(spec, layer=layer, source=source)
+
+
 class ModelPool:
     """Models opened on demand and kept; opening one holds only that model's opening lock.
 
@@ -272,14 +280,16 @@ class ModelPool:
     states) never waits for a running job.
     """
 
-    def __init__(self, opener: Callable[[str | None, int], TargetModel] | None = None) -> None:
-        self._opener = opener or (lambda spec, layer: open_target(spec, layer=layer))
-        self._targets: dict[tuple[str | None, int], TargetModel] = {}
-        self._opening: dict[tuple[str | None, int], threading.Lock] = {}
+    def __init__(self, opener: Opener | None = None) -> None:
+        self._opener = opener or _open
+        self._targets: dict[tuple[str | None, int, str], TargetModel] = {}
+        self._opening: dict[tuple[str | None, int, str], threading.Lock] = {}
         self._guard = threading.Lock()
 
-    def get(self, spec: str | None, layer: int) -> TargetModel:
-        key = (spec, layer)
+    def get(self, spec: str | None, layer: int, source: str = "hidden") -> TargetModel:
+        """The model ``spec`` seen at ``layer``'s ``source`` (hidden states, or the block's
+        cached keys or values), opened the first time it is asked for."""
+        key = (spec, layer, source)
         with self._guard:
             target = self._targets.get(key)
             if target is not None:
@@ -289,7 +299,7 @@ class ModelPool:
             with self._guard:
                 target = self._targets.get(key)
             if target is None:
-                target = self._opener(spec, layer)
+                target = self._opener(spec, layer, source)
                 with self._guard:
                     self._targets[key] = target
         return target

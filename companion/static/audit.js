@@ -232,7 +232,7 @@ async function refreshJobs() {
 
 async function checkSetup() {
   // Does the chosen model need its one-time setup? Offer it (or reattach to it).
-  const params = new URLSearchParams({ layer: String(chosenLayer()) });
+  const params = new URLSearchParams({ layer: String(chosenLayer()), source: $("states").value });
   const model = $("model").value.trim();
   if (model) params.set("model", model);
   try {
@@ -242,7 +242,7 @@ async function checkSetup() {
     $("setup-box").hidden = status.ready;
     if (!status.ready && status.estimate) {
       const minutes = Math.max(1, Math.round(status.estimate.total_s / 60));
-      const where = status.layer === -1 ? "the last layer" : `block ${status.layer}`;
+      const where = describeWhere(status);
       $("setup-text").textContent = `The fast path needs a one-time setup for this model at ${where}: `
         + `about ${minutes} minute${minutes === 1 ? "" : "s"} on this machine (measured just now). `
         + "It resumes where it stopped if cancelled.";
@@ -251,6 +251,14 @@ async function checkSetup() {
   } catch (err) {
     // the page still works; a job request would say what is missing
   }
+}
+
+function describeWhere(r) {
+  // "the last layer", "block 6", "block 6's cached keys"
+  if (r.source && r.source !== "hidden") {
+    return `${r.layer === -1 ? "the last block" : `block ${r.layer}`}'s cached ${r.source}`;
+  }
+  return r.layer === -1 ? "the last layer" : `block ${r.layer}`;
 }
 
 function chosenLayer() {
@@ -267,7 +275,7 @@ async function loadModels() {
     $("models-list").replaceChildren(...body.data.map((m) => {
       const option = document.createElement("option");
       option.value = m.id;
-      const ready = m.ready.map((r) => (r.layer === -1 ? "last" : `block ${r.layer}`)).join(", ");
+      const ready = m.ready.map(describeWhere).join(", ");
       option.label = ready ? `${m.id} — ready: ${ready}` : `${m.id} — not set up`;
       return option;
     }));
@@ -279,7 +287,7 @@ async function loadModels() {
 async function startSetup() {
   showError("");
   const model = $("model").value.trim();
-  const setupBody = { layer: chosenLayer() };
+  const setupBody = { layer: chosenLayer(), source: $("states").value };
   if (model) setupBody.model = model;
   const res = await fetch("/v1/audit/setup", {
     method: "POST",
@@ -297,7 +305,9 @@ async function start(event) {
   $("result").hidden = true;
   $("tokens").replaceChildren();
   const source = document.querySelector('input[name="source"]:checked').value;
-  const options = { method: $("method").value, sigma: Number($("sigma").value || 0), layer: chosenLayer() };
+  const options = {
+    method: $("method").value, sigma: Number($("sigma").value || 0), layer: chosenLayer(), source: $("states").value,
+  };
   for (const id of ["model", "key"]) if ($(id).value.trim()) options[id] = $(id).value.trim();
   for (const id of ["tolerance", "max_candidates", "steps", "candidates", "learning_rate"]) {
     if ($(id).value !== "" && (options.method === "gradient" || !["steps", "candidates", "learning_rate"].includes(id))) {
@@ -355,6 +365,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("setup").addEventListener("click", startSetup);
   $("model").addEventListener("change", checkSetup);
   $("layer").addEventListener("change", checkSetup);
+  $("states").addEventListener("change", checkSetup);
   loadModels();
   checkSetup();
   refreshJobs();

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ import torch
 from companion.audit.hidden import TargetModel
 from companion.audit.jobs import JobManager
 from companion.audit.ranker import SetupConfig
-from companion.audit.service import ModelPool
+from companion.audit.service import ModelPool, Opener
 from tests.companion.fakes import ConstantEmbedder
 
 
@@ -26,12 +25,17 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+def opener_for(loaded: Any) -> Opener:
+    """A pool opener that serves one loaded model at any layer and source."""
+    return lambda spec, layer, source: TargetModel(loaded, layer=layer, source=source)
+
+
 SMALL = SetupConfig(sequences=64, length=20, generation_batch=32, epochs=3, hidden=96)
 
 
 def audit_app(
     home: Path,
-    opener: Callable[[str | None, int], TargetModel],
+    opener: Opener,
     *,
     setup_config: SetupConfig = SMALL,
     **settings: Any,

@@ -15,16 +15,15 @@ from pathlib import Path
 def main() -> None:
     import torch
 
-    from companion.audit.hidden import TargetModel
     from companion.audit.tiny import make_tiny_model
     from companion.commands.serve import run_server
     from companion.models import load_causal_lm
-    from tests.companion.audit_support import audit_app
+    from tests.companion.audit_support import audit_app, opener_for
 
     port, home = int(sys.argv[1]), Path(sys.argv[2])
     torch.set_num_threads(1)
     loaded = load_causal_lm(str(make_tiny_model(home / "tiny")), device="cpu")
-    app = audit_app(home, lambda spec, layer: TargetModel(loaded, layer=layer), port=port)
+    app = audit_app(home, opener_for(loaded), port=port)
 
     def announce() -> None:
         import httpx

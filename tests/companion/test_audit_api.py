@@ -28,11 +28,11 @@ def client(tmp_path_factory):
     mp.setenv("VEIL_HOME", str(home))
     folder = make_tiny_model(tmp_path_factory.mktemp("tiny"))
     loaded = load_causal_lm(str(folder), device="cpu")
-    opened: list[tuple[str | None, int]] = []
+    opened: list[tuple[str | None, int, str]] = []
 
-    def opener(spec, layer):
-        opened.append((spec, layer))
-        return TargetModel(loaded, layer=layer)
+    def opener(spec, layer, source):
+        opened.append((spec, layer, source))
+        return TargetModel(loaded, layer=layer, source=source)
 
     app = audit_app(home, opener)
     with TestClient(app, base_url=BASE) as test_client:
@@ -250,3 +250,30 @@ def test_the_models_the_auditor_can_read_are_listed(client, tmp_path):
     data = r.json()["data"]
     assert data and all({"id", "identity", "ready", "error"} <= set(m) for m in data)
     assert client.get("/v1/audit/models", headers={"Host": "evil.example"}).status_code == 403
+
+
+def test_a_blocks_kv_cache_is_audited_over_http(client):
+    """source=keys: the setup, its status and the inversion are those of block 1's cached
+    keys (what a shared or leaked KV cache holds), apart from the hidden states' setup;
+    the text comes back exact and proven from the keys alone."""
+    where = {"layer": 1, "source": "keys"}
+    status = client.get("/v1/audit/setup", params=where).json()
+    assert status["ready"] is False and status["source"] == "keys" and status["layer"] == 1
+    assert status["hidden_size"] != client.target.hidden_size  # the KV heads' width
+    setup = client.post("/v1/audit/setup", json=where)
+    assert setup.status_code == 202, setup.text
+    events = _events(client, setup.json()["id"])
+    assert events[-1][0] == "done" and events[-1][1]["result"]["source"] == "keys"
+    status = client.get("/v1/audit/setup", params=where).json()
+    assert status["ready"] is True and status["setup"]["key"].endswith("-L1-keys")
+    assert client.get("/v1/audit/setup", params={"layer": 1}).json()["ready"] is False
+    text = "Alice Smith, 12 Baker St"
+    r = client.post("/v1/audit/inversion", json={"text": text, **where})
+    assert r.status_code == 202, r.text
+    result = _events(client, r.json()["id"])[-1][1]["result"]
+    assert result["text"] == text and result["exact_match"] is True and result["all_proven"]
+    job = client.get(f"/v1/audit/inversion/{r.json()['id']}").json()
+    assert job["source"] == "keys" and job["layer"] == 1
+    assert (1, "keys") in [opened[1:] for opened in client.opened]
+    bad = client.get("/v1/audit/setup", params={"layer": 1, "source": "queries"})
+    assert bad.status_code == 400 and "source" in bad.json()["error"]["message"], bad.text

@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 import torch
 
-from companion.audit.hidden import TargetModel
 from companion.audit.tiny import make_tiny_model
 from companion.models import load_causal_lm
-from tests.companion.audit_support import audit_app
+from tests.companion.audit_support import audit_app, opener_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -38,7 +37,7 @@ def server(tmp_path_factory):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    app = audit_app(home, lambda spec, layer: TargetModel(loaded, layer=layer), port=port)
+    app = audit_app(home, opener_for(loaded), port=port)
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
@@ -102,6 +101,27 @@ def test_page_runs_an_audit_and_colours_proven_tokens(server, tmp_path):
         page.click("#start")
         page.wait_for_selector("#error:not([hidden])", timeout=20_000)
         assert "could not read 'x.npy'" in page.inner_text("#error")
+
+
+def test_page_audits_a_blocks_cached_keys(server):
+    """'What is read': block 1's cached keys have a setup of their own, which the page
+    offers by that name; the text comes back from the keys, every token proven."""
+    base, token = server
+    with _audit_page(base) as page:
+        page.evaluate("t => localStorage.setItem('veil-token', t)", token)
+        page.reload()
+        page.fill("#layer", "1")
+        page.select_option("#states", "keys")
+        page.dispatch_event("#states", "change")
+        page.wait_for_selector('#setup-text:has-text("block 1\'s cached keys")', timeout=30_000)
+        page.click("#setup")
+        page.wait_for_selector("#stage:has-text('Setup done')", timeout=120_000)
+        page.fill("#text", "Alice Smith, 12 Baker St")
+        page.click("#start")
+        page.wait_for_selector("#stage:has-text('Done.')", timeout=60_000)
+        assert page.locator("#tokens .tok.flagged").count() == 0
+        spans = page.locator("#tokens .tok")
+        assert "".join(spans.all_inner_texts()) == "Alice Smith, 12 Baker St"
 
 
 def test_page_lists_running_jobs_and_reattaches(server):

@@ -50,11 +50,11 @@ def fuzz_app(tmp_path_factory):
     """The app over a tiny chat model; audit jobs are accepted into a queue that never runs."""
     from transformers import AutoTokenizer
 
-    from companion.audit.hidden import TargetModel
     from companion.audit.jobs import JobManager
     from companion.audit.service import ModelPool
     from companion.audit.tiny import make_tiny_model
     from companion.models import load_causal_lm
+    from tests.companion.audit_support import opener_for
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -67,7 +67,7 @@ def fuzz_app(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("VEIL_HOME", str(home))
     jobs = JobManager(
-        pool=ModelPool(opener=lambda spec, layer: TargetModel(loaded, layer=layer)),
+        pool=ModelPool(opener=opener_for(loaded)),
         max_queued=4,
         max_running=0,  # queued, never started: the fuzz stays CPU-light
     )

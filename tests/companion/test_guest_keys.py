@@ -21,13 +21,12 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from companion.audit.hidden import TargetModel
 from companion.audit.tiny import make_tiny_model
 from companion.cli import main as veil
 from companion.keys import GUEST_ROUTES, KEY_PREFIX, KeyStore, keys_path, parse_expiry
 from companion.models import load_causal_lm
 from py_core.errors import InvalidParameterError
-from tests.companion.audit_support import SMALL
+from tests.companion.audit_support import SMALL, opener_for
 from tests.companion.fakes import ConstantEmbedder, free_port, serve_http
 
 BASE = "http://127.0.0.1:8765"
@@ -109,7 +108,7 @@ def tiny_client(tmp_path: Path, monkeypatch: Any) -> Iterator[TestClient]:
     app = _app(
         tmp_path / "home",
         folder,
-        lambda spec, layer: TargetModel(loaded, layer=layer),
+        opener_for(loaded),
         retrieval_top_k=2,
         default_max_tokens=4,
     )
@@ -134,7 +133,7 @@ def client(tmp_path_factory):
     app = _app(
         home,
         folder,
-        lambda spec, layer: TargetModel(loaded, layer=layer),
+        opener_for(loaded),
         retrieval_top_k=2,
         default_max_tokens=6,
         allow_seed=True,  # even then a guest cannot fix the seed

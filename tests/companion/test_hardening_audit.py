@@ -27,7 +27,7 @@ from companion.audit.hidden import TargetModel
 from companion.audit.ranker import SetupConfig, setup_dir
 from companion.audit.tiny import make_tiny_model
 from companion.models import load_causal_lm
-from tests.companion.audit_support import audit_app
+from tests.companion.audit_support import audit_app, opener_for
 
 BASE = "http://127.0.0.1:8765"
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def make_client(tiny, tmp_path, monkeypatch):
     clients = []
 
     def make(**settings):
-        app = audit_app(tmp_path, lambda spec, layer: TargetModel(tiny, layer=layer), **settings)
+        app = audit_app(tmp_path, opener_for(tiny), **settings)
         client = TestClient(app, base_url=BASE)
         client.__enter__()
         client.headers["Authorization"] = f"Bearer {app.state.token}"
@@ -240,9 +240,9 @@ def test_concurrent_setup_requests_share_one_job(make_client):
     client.jobs.setup_config = LONG_SETUP
     pool, real_get = client.jobs.pool, client.jobs.pool.get
 
-    def slow_get(spec, layer):
+    def slow_get(spec, layer, source="hidden"):
         time.sleep(0.2)
-        return real_get(spec, layer)
+        return real_get(spec, layer, source)
 
     pool.get = slow_get
     answers: list = []
