@@ -9,6 +9,9 @@ p50/p95 latency, how many 503s and other 5xx, and the memory of the serving proc
 (the companion's RSS; for vLLM also its server's process tree).  The ratio vLLM /
 in-process of answers per second is the figure issue 28 asks for; the in-process engine
 answers one chat at a time and turns clients away (503) once ``queue_size`` (8) wait.
+Then, on vLLM, the prefix cache as a timing channel between principals
+(:func:`cache_timing`): the time of a prompt another principal sent first, beside a fresh
+one and the first principal's own repeat.
 
 Run: ``python bench/engines_bench.py [--model M] [--requests-per-client 2] [--out docs/engines]``
 (needs ``scripts/setup.sh --vllm``).  ``--smoke``: 1 and 2 clients, 4 tokens.
@@ -21,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -150,7 +154,7 @@ def run_engine(engine: str, args: argparse.Namespace, home: Path) -> dict[str, A
     )
     started = time.perf_counter()
     app = create_app(settings, embedder=KeywordEmbedder())
-    rows = []
+    rows, timing = [], None
     with serve_http(app, port, timeout=1200) as url:
         ready = time.perf_counter() - started
         keys = setup_guests(url, app.state.token, max(args.clients))
@@ -160,15 +164,87 @@ def run_engine(engine: str, args: argparse.Namespace, home: Path) -> dict[str, A
             row["engine"] = engine
             rows.append(row)
             print(_line(row), flush=True)
+        if engine == "vllm":
+            timing = cache_timing(app.state.engine.load(), args.timing_reps)
         memory = _rss(os.getpid(), tree=False)
         server = getattr(app.state.engine, "server", None)
         server_memory = _rss(server.process.pid, tree=True) if server is not None else 0
     return {
         "engine": engine,
         "ready_s": ready,
+        "cache_timing": timing,
         "rows": rows,
         "companion_rss": memory,
         "server_rss": server_memory,
+    }
+
+
+def _long_text(rng: random.Random, words: int) -> str:
+    vocabulary = [w for q in QUESTIONS for w in q.rstrip("?").split()]
+    vocabulary += [w for d in DOCUMENTS.values() for w in d.split()]
+    return " ".join(rng.choice(vocabulary) for _ in range(words))
+
+
+def cache_timing(loaded: Any, reps: int) -> dict[str, Any]:
+    """Whether vLLM's prefix cache tells one principal what another sent, by timing.
+
+    Per repetition a fresh long prompt (~1,000 tokens of random words): principal A sends
+    it once (filling the cache under A's salt), then, in random order, A sends it again,
+    principal B sends the same prompt, and B sends another fresh prompt of the same
+    length.  Each is one token, so its time is the prefill.  A's repeat is the channel a
+    shared cache would open (the positive control); B's same-prompt time must look like
+    B's fresh one, with no cached tokens.  The prompts are not secrets: ``random`` is fine.
+    """
+    from companion.decoding.config import DefenseConfig
+    from companion.decoding.generate import GenerationConfig
+    from companion.decoding.noise import SecureNoise
+    from companion.vllm.engine import VllmGeneration
+
+    client, tokenizer = loaded.model, loaded.tokenizer
+    rng = random.Random(28)
+
+    def once(text: str, principal: str) -> tuple[float, int]:
+        messages = [{"role": "user", "content": "Summarise: " + text}]
+        prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        config = GenerationConfig(
+            prompt_ids=tokenizer.encode(prompt, add_special_tokens=False),
+            defense=DefenseConfig.from_options("none", None),
+            generator=SecureNoise(),
+            max_new_tokens=1,
+        )
+        run = VllmGeneration(client, tokenizer, config, principal=principal)
+        start = time.perf_counter()
+        for _ in run:
+            pass
+        return time.perf_counter() - start, int(run.result.details.get("cached_prompt_tokens", 0))
+
+    kinds = (
+        "same principal, same prompt",
+        "other principal, same prompt",
+        "other principal, fresh prompt",
+    )
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    cached: dict[str, list[int]] = {k: [] for k in kinds}
+    prompt_tokens = 0
+    for rep in range(reps):
+        text = _long_text(rng, 700)
+        a, b = f"guest:timing-a{rep}", f"guest:timing-b{rep}"
+        once(text, a)
+        plan = {kinds[0]: (text, a), kinds[1]: (text, b), kinds[2]: (_long_text(rng, 700), b)}
+        order = list(kinds)
+        rng.shuffle(order)
+        for kind in order:
+            seconds, hits = once(*plan[kind])
+            times[kind].append(seconds)
+            cached[kind].append(hits)
+        prompt_tokens = len(tokenizer.encode(text))
+    return {
+        "reps": reps,
+        "prompt_words": 700,
+        "prompt_tokens": prompt_tokens,
+        "median_s": {k: statistics.median(v) for k, v in times.items()},
+        "times_s": times,
+        "cached_tokens": cached,
     }
 
 
@@ -228,6 +304,26 @@ def report(results: list[dict], args: argparse.Namespace) -> str:
             f"| {r['engine']} | {r['ready_s']:.0f} s | {r['companion_rss'] / 2**30:.2f} GiB | "
             f"{r['server_rss'] / 2**30:.2f} GiB |"
         )
+    for r in results:
+        timing = r.get("cache_timing")
+        if not timing:
+            continue
+        lines += [
+            "",
+            "## The prefix cache as a timing channel",
+            "",
+            f"{timing['reps']} repetitions of a fresh prompt of {timing['prompt_tokens']} "
+            "tokens that principal A sent first; then, in random order, A again, principal B "
+            "with A's prompt, and B with a fresh prompt of the same length (one token each: "
+            "the time is the prefill). vLLM's cache is salted per principal (HMAC of the "
+            "principal), so B's guess of A's prompt must take as long as a fresh prompt.",
+            "",
+            "| request | median time | cached prompt tokens (per repetition) |",
+            "|---|---|---|",
+        ]
+        for kind, median in timing["median_s"].items():
+            hits = ", ".join(str(h) for h in timing["cached_tokens"][kind])
+            lines.append(f"| {kind} | {median * 1000:.0f} ms | {hits} |")
     return "\n".join(lines) + "\n"
 
 
@@ -238,11 +334,12 @@ def main() -> int:
     parser.add_argument("--requests-per-client", type=int, default=2)
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--engines", nargs="+", default=["inprocess", "vllm"])
+    parser.add_argument("--timing-reps", type=int, default=8)
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.smoke:
-        args.clients, args.requests_per_client, args.tokens = [1, 2], 1, 4
+        args.clients, args.requests_per_client, args.tokens, args.timing_reps = [1, 2], 1, 4, 1
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
