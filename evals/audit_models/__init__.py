@@ -4,7 +4,7 @@ Full run (the committed report is docs/audit-models/report.md)::
 
     veil eval audit-models --threads 2 --out docs/audit-models
 
-Smoke run (``SMOKE``: a tiny random model, seconds; CI)::
+Smoke run (``SMOKE``: two tiny random models, one with the served default model's tokenizer; a minute; CI)::
 
     veil eval audit-models --smoke --out DIR
 

