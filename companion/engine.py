@@ -101,10 +101,16 @@ class ModelEngine:
         with self._states_lock:
             return self.states.setdefault(model_id, LoadState(model_id))
 
-    def _tracked(self, model_id: str, spec: str | None) -> Any:
-        """Load ``spec`` with its stages recorded in ``states[model_id]``."""
+    def _open(self, spec: str | None, progress: Callable[[str], None]) -> Any:
+        """``spec`` loaded for answering (an engine on another runtime opens it there)."""
         from companion.models import load_causal_lm
 
+        return load_causal_lm(
+            spec, device=self.device, dtype=self.dtype, progress=progress, backend=self.backend
+        )
+
+    def _tracked(self, model_id: str, spec: str | None) -> Any:
+        """Open ``spec`` with its stages recorded in ``states[model_id]``."""
         state = self._state(model_id)
         state.state, state.error, state.started, state.finished = "loading", None, time.time(), None
 
@@ -112,9 +118,7 @@ class ModelEngine:
             state.stage = text
 
         try:
-            loaded = load_causal_lm(
-                spec, device=self.device, dtype=self.dtype, progress=progress, backend=self.backend
-            )
+            loaded = self._open(spec, progress)
         except BaseException as exc:
             state.state, state.finished = "failed", time.time()
             state.error = str(exc) or type(exc).__name__

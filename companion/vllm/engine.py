@@ -365,49 +365,39 @@ class VllmEngine(ModelEngine):
                 "defense",
             )
 
-    def _tracked(self, model_id: str, spec: str | None) -> Any:
+    def _open(self, spec: str | None, progress: Callable[[str], None]) -> Any:
+        """The model's transformers folder and tokenizer here, the vLLM server (started now
+        unless ``url`` names one), and a probe that it runs Veil's processor."""
+        from transformers import AutoTokenizer
+
         from companion.models import LoadedModel, ensure_chat_template, model_identity
         from companion.vllm import server as vllm_server
 
-        state = self._state(model_id)
-        state.state, state.error, state.started, state.finished = "loading", None, time.time(), None
-
-        def progress(text: str) -> None:
-            state.stage = text
-
-        try:
-            from transformers import AutoTokenizer
-
-            progress("finding the model's transformers files")
-            folder = vllm_server.model_folder(spec, progress)
-            tokenizer = AutoTokenizer.from_pretrained(folder)
-            stops = ensure_chat_template(tokenizer)
-            ledgers = self.ledgers or Path(folder).parent / "vllm-ledgers"
-            ledgers.mkdir(parents=True, exist_ok=True, mode=0o700)
-            _clear_stale(ledgers)
-            url, key = self.url, self.api_key
-            if url is None:
-                progress("starting vllm serve (a minute or two on a CPU)")
-                self.server = vllm_server.VllmServer(
-                    vllm_server.vllm_python(self.python),
-                    folder,
-                    ledgers,
-                    max_seqs=self.max_concurrency,
-                    dtype=self.dtype,
-                    extra=self.server_args,
-                )
-                self.server.wait_ready()
-                url, key = self.server.url, self.server.api_key
-            client = VllmClient(url=url.rstrip("/"), api_key=key, ledgers=ledgers)
-            client.n_params = _parameters(folder)
-            client.eos = _generation_eos(folder)
-            progress("checking that the server runs Veil's processor")
-            probe(client, tokenizer)
-        except BaseException as exc:
-            state.state, state.finished = "failed", time.time()
-            state.error = str(exc) or type(exc).__name__
-            raise
-        state.state, state.stage, state.finished = "loaded", "ready", time.time()
+        progress("finding the model's transformers files")
+        folder = vllm_server.model_folder(spec, progress)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        stops = ensure_chat_template(tokenizer)
+        ledgers = self.ledgers or Path(folder).parent / "vllm-ledgers"
+        ledgers.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _clear_stale(ledgers)
+        url, key = self.url, self.api_key
+        if url is None:
+            progress("starting vllm serve (a minute or two on a CPU)")
+            self.server = vllm_server.VllmServer(
+                vllm_server.vllm_python(self.python),
+                folder,
+                ledgers,
+                max_seqs=self.max_concurrency,
+                dtype=self.dtype,
+                extra=self.server_args,
+            )
+            self.server.wait_ready()
+            url, key = self.server.url, self.server.api_key
+        client = VllmClient(url=url.rstrip("/"), api_key=key, ledgers=ledgers)
+        client.n_params = _parameters(folder)
+        client.eos = _generation_eos(folder)
+        progress("checking that the server runs Veil's processor")
+        probe(client, tokenizer)
         return LoadedModel(
             model=client,
             tokenizer=tokenizer,
