@@ -171,6 +171,7 @@ def make_engine(settings: Settings) -> ModelEngine:
             ledgers=settings.vllm_ledger_dir or settings.resolved_home() / "vllm-ledgers",
             max_concurrency=settings.vllm_max_concurrency,
             server_args=tuple(settings.vllm_args),
+            fallback=ModelEngine(**common) if settings.vllm_fallback else None,
         )
     return ModelEngine(**common)
 

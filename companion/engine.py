@@ -176,8 +176,10 @@ class ModelEngine:
             threading.Thread(target=run, name=f"veil-load-{model.id}", daemon=True).start()
         return self.load_state(model.id)
 
-    def check_plan(self, plan: Any) -> None:
-        """400 for an answer this engine cannot generate (the in-process loop runs them all)."""
+    def engine_for(self, plan: Any) -> ModelEngine:
+        """The engine that generates this answer (the in-process loop runs every defense);
+        a 400 for one no engine here can run."""
+        return self
 
     def check_queue(self) -> None:
         """503 when the model is busy and the queue is full, or the server is stopping."""

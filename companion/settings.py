@@ -91,6 +91,12 @@ class Settings(BaseSettings):
     vllm_max_concurrency: int = Field(
         default=32, ge=1, description="answers the vLLM engine decodes at once"
     )
+    vllm_fallback: bool = Field(
+        default=True,
+        description="answer the defenses vLLM cannot run (bounded, dp_vote, dp_answer) on "
+        "the in-process engine beside it, the same model loaded when first needed; off: "
+        "they get a 400",
+    )
     vllm_args: list[str] = Field(
         default_factory=list,
         description="more `vllm serve` arguments when the companion starts the server "

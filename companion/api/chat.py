@@ -255,11 +255,12 @@ async def chat_completions(
         plan_answer, settings, rag, body, history, model=model, guest=key
     )
     plan.preview = preview is not None
-    # 400 for a defense this engine cannot run (vLLM: companion/vllm), before any charge;
+    # The engine that runs this answer's defense (vLLM hands the ones it cannot run to the
+    # in-process engine beside it: companion/vllm/engine.py), or a 400 before any charge;
     # an engine without the method runs every defense.
-    check_plan = getattr(engine, "check_plan", None)
-    if check_plan is not None:
-        check_plan(plan)
+    engine_for = getattr(engine, "engine_for", None)
+    if engine_for is not None:
+        engine = engine_for(plan)
     # 400 before any charge; loads a model that is not loaded yet, in a worker thread
     await run_in_threadpool(_check_length, settings, engine, plan)
     model_id = model.id if model is not None else engine.model_id

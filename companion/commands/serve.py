@@ -69,6 +69,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--vllm-arg=--tensor-parallel-size --vllm-arg=2)",
     )
     parser.add_argument(
+        "--vllm-fallback",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --engine vllm: answer the defenses vLLM cannot run (bounded, dp_vote, "
+        "dp_answer) on the in-process engine beside it (default), or refuse them with a 400 "
+        "(--no-vllm-fallback)",
+    )
+    parser.add_argument(
         "--extension-id",
         action="append",
         default=None,
@@ -95,6 +103,7 @@ def serve_settings(args: argparse.Namespace) -> Any:
             "engine": args.engine,
             "vllm_url": args.vllm_url,
             "vllm_args": args.vllm_arg,
+            "vllm_fallback": args.vllm_fallback,
         }.items()
         if v is not None
     }

@@ -349,21 +349,31 @@ class VllmEngine(ModelEngine):
     max_concurrency: int = 32
     server_args: tuple[str, ...] = ()
     server: Any = None  # companion.vllm.server.VllmServer the engine started
+    # Where the defenses vLLM cannot run (bounded, dp_vote, dp_answer: passes of their own)
+    # are answered: the in-process engine, on the same model, loaded when first needed.
+    # None: they are refused with a 400.
+    fallback: ModelEngine | None = None
 
     def __post_init__(self) -> None:
         self._semaphore = asyncio.Semaphore(self.max_concurrency)
 
-    def check_plan(self, plan: Any) -> None:
+    def engine_for(self, plan: Any) -> ModelEngine:
+        """This engine for the single-pass defenses; the in-process ``fallback`` for the
+        others, or a 400 (before any charge) when there is none."""
         name = plan.defense.name
-        if name not in SINGLE_PASS:
-            raise APIError(
-                400,
-                ErrorCode.INVALID_REQUEST,
-                f"the {name} defense does not run on the vLLM engine (it runs passes of its "
-                f"own); choose one of {', '.join(SINGLE_PASS)}, or start the companion with "
-                "the in-process engine (veil serve without --engine vllm)",
-                "defense",
-            )
+        if name in SINGLE_PASS:
+            return self
+        if self.fallback is not None:
+            return self.fallback
+        raise APIError(
+            400,
+            ErrorCode.INVALID_REQUEST,
+            f"the {name} defense does not run on the vLLM engine (it runs passes of its "
+            f"own) and this companion does not answer it in process (vllm_fallback off); "
+            f"choose one of {', '.join(SINGLE_PASS)}, or start the companion with "
+            "--vllm-fallback or without --engine vllm",
+            "defense",
+        )
 
     def _open(self, spec: str | None, progress: Callable[[str], None]) -> Any:
         """The model's transformers folder and tokenizer here, the vLLM server (started now
@@ -448,6 +458,8 @@ class VllmEngine(ModelEngine):
 
     def close(self) -> None:
         super().close()
+        if self.fallback is not None:
+            self.fallback.close()
         if self.server is not None:
             self.server.stop()
 

@@ -10,7 +10,8 @@ output distribution of a noised token is the in-process one (a two-sample test t
 also rejects a different noise scale, so it can fail); the prefix cache is salted per
 principal (a second principal's identical prompt finds nothing cached); a server whose
 noise records cannot be read releases nothing; the companion's API serves concurrent
-chats on it and refuses, with what to do, the defenses vLLM cannot run.
+chats on it and answers the defenses vLLM cannot run on the in-process engine beside it
+(or, with the fallback off, refuses them with what to do).
 """
 
 from __future__ import annotations
@@ -249,7 +250,9 @@ def test_the_companion_serves_concurrent_chats_on_vllm(companion):
     assert health["backend"] == "vllm" and health["model_loaded"]
 
 
-def test_a_defense_vllm_cannot_run_is_refused_before_anything_is_charged(companion):
+def test_a_defense_vllm_cannot_run_is_answered_in_process(served, companion):
+    """bounded (two passes) goes to the in-process engine beside vLLM: answered, with the
+    bounded defense's receipt, and nothing of it reaches the vLLM server."""
     url, token = companion
     auth = {"Authorization": f"Bearer {token}"}
     body = {
@@ -257,10 +260,55 @@ def test_a_defense_vllm_cannot_run_is_refused_before_anything_is_charged(compani
         "max_tokens": 4,
         "defense": "bounded",
     }
-    response = httpx.post(f"{url}/v1/chat/completions", json=body, headers=auth, timeout=60)
-    assert response.status_code == 400
-    error = response.json()["error"]
-    assert "in-process engine" in error["message"] and error["param"] == "defense"
+    before = _requests_served(served[0])
+    response = httpx.post(f"{url}/v1/chat/completions", json=body, headers=auth, timeout=300)
+    assert response.status_code == 200, response.text
+    receipt = response.json()["veil"]["receipt"]
+    assert receipt["mechanism"] == "bounded" and receipt["formal"] is True
+    assert receipt["epsilon"] is not None and receipt["total_tokens"] >= 1
+    assert _requests_served(served[0]) == before  # vLLM was not asked
+
+
+def _requests_served(server) -> float:
+    """Requests the vLLM server has finished (its Prometheus counter, every reason)."""
+    text = httpx.get(f"{server.url}/metrics", timeout=30).text
+    lines = [line for line in text.splitlines() if line.startswith("vllm:request_success_total")]
+    assert lines, "the vLLM server exports no request counter"
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines)
+
+
+def test_without_the_fallback_such_a_defense_is_refused_before_anything_is_charged(
+    served, tmp_path
+):
+    from fastapi.testclient import TestClient
+
+    from companion.app import create_app
+    from companion.settings import Settings
+
+    server, _, ledgers = served
+    settings = Settings(
+        home=tmp_path,
+        model=MODEL,
+        engine="vllm",
+        vllm_url=server.url,
+        vllm_api_key=server.api_key,
+        vllm_ledger_dir=ledgers,
+        vllm_fallback=False,
+    )
+    app = create_app(settings, embedder=KeywordEmbedder())
+    body = {"messages": [{"role": "user", "content": "Hello?"}], "max_tokens": 4}
+    with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+        auth = {"Authorization": f"Bearer {app.state.token}"}
+        response = client.post(
+            "/v1/chat/completions", json={**body, "defense": "bounded"}, headers=auth
+        )
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert "vllm_fallback off" in error["message"] and error["param"] == "defense"
+        served_static = client.post(
+            "/v1/chat/completions", json={**body, "defense": "static"}, headers=auth
+        )
+        assert served_static.status_code == 200, served_static.text
 
 
 def test_the_ledger_folder_is_left_empty(served, companion):

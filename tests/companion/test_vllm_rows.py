@@ -232,3 +232,22 @@ def test_veil_serve_engine_vllm_reaches_the_engine_and_the_server_command(tmp_pa
         vllm_python(str(tmp_path / "nowhere" / "python"))
     plain = make_engine(serve_settings(build_parser().parse_args(["serve"])))
     assert not isinstance(plain, VllmEngine)
+    # the defenses vLLM cannot run go to an in-process engine on the same model, or a 400
+    from companion.engine import ModelEngine
+    from companion.errors import APIError
+
+    bounded, static = _plan("bounded"), _plan("static")
+    assert engine.engine_for(static) is engine
+    fallback = engine.engine_for(bounded)
+    assert type(fallback) is ModelEngine and fallback.model_id == engine.model_id
+    refusing = serve_settings(
+        build_parser().parse_args(["serve", "--engine", "vllm", "--no-vllm-fallback"])
+    )
+    with pytest.raises(APIError, match="bounded defense does not run on the vLLM engine"):
+        make_engine(refusing.model_copy(update={"home": tmp_path})).engine_for(bounded)
+
+
+def _plan(defense: str):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(defense=DefenseConfig.from_options(defense, None))
