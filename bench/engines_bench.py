@@ -11,7 +11,8 @@ in-process of answers per second is the figure issue 28 asks for; the in-process
 answers one chat at a time and turns clients away (503) once ``queue_size`` (8) wait.
 Then, on vLLM, the prefix cache as a timing channel between principals
 (:func:`cache_timing`): the time of a prompt another principal sent first, beside a fresh
-one and the first principal's own repeat.
+one and the first principal's own repeat; and on both engines a guest's padded prefill
+(:func:`padding_timing`): a short and a long context padded to the same length.
 
 Run: ``python bench/engines_bench.py [--model M] [--requests-per-client 2] [--out docs/engines]``
 (needs ``scripts/setup.sh --vllm``).  ``--smoke``: 1 and 2 clients, 4 tokens.
@@ -154,7 +155,7 @@ def run_engine(engine: str, args: argparse.Namespace, home: Path) -> dict[str, A
     )
     started = time.perf_counter()
     app = create_app(settings, embedder=KeywordEmbedder())
-    rows, timing = [], None
+    rows, timing, padding = [], None, None
     with serve_http(app, port, timeout=1200) as url:
         ready = time.perf_counter() - started
         keys = setup_guests(url, app.state.token, max(args.clients))
@@ -164,8 +165,10 @@ def run_engine(engine: str, args: argparse.Namespace, home: Path) -> dict[str, A
             row["engine"] = engine
             rows.append(row)
             print(_line(row), flush=True)
+        loaded = app.state.engine.load()
         if engine == "vllm":
-            timing = cache_timing(app.state.engine.load(), args.timing_reps)
+            timing = cache_timing(loaded, args.timing_reps)
+        padding = padding_timing(loaded, args.timing_reps)
         memory = _rss(os.getpid(), tree=False)
         server = getattr(app.state.engine, "server", None)
         server_memory = _rss(server.process.pid, tree=True) if server is not None else 0
@@ -173,6 +176,7 @@ def run_engine(engine: str, args: argparse.Namespace, home: Path) -> dict[str, A
         "engine": engine,
         "ready_s": ready,
         "cache_timing": timing,
+        "padding_timing": padding,
         "rows": rows,
         "companion_rss": memory,
         "server_rss": server_memory,
@@ -185,6 +189,46 @@ def _long_text(rng: random.Random, words: int) -> str:
     return " ".join(rng.choice(vocabulary) for _ in range(words))
 
 
+def _prompt(tokenizer: Any, text: str) -> list[int]:
+    messages = [{"role": "user", "content": "Summarise: " + text}]
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return list(tokenizer.encode(prompt, add_special_tokens=False))
+
+
+def _timed(
+    loaded: Any, prompt_ids: list[int], principal: str, pad: int | None = None
+) -> tuple[float, int]:
+    """(seconds, cached prompt tokens) of a one-token answer: its prefill, on either engine."""
+    from companion.decoding.config import DefenseConfig
+    from companion.decoding.generate import GenerationConfig, generate_text
+    from companion.decoding.noise import SecureNoise
+    from companion.vllm.engine import VllmGeneration
+
+    config = GenerationConfig(
+        prompt_ids=prompt_ids,
+        defense=DefenseConfig.from_options("none", None),
+        generator=SecureNoise(),
+        max_new_tokens=1,
+        pad_prefill_to=pad,
+    )
+    start = time.perf_counter()
+    if loaded.backend == "vllm":
+        run = VllmGeneration(loaded.model, loaded.tokenizer, config, principal=principal)
+        for _ in run:
+            pass
+        result = run.result
+    else:
+        result = generate_text(loaded.model, loaded.tokenizer, config)
+    return time.perf_counter() - start, int(result.details.get("cached_prompt_tokens", 0))
+
+
+CACHE_KINDS = (
+    "same principal, same prompt",
+    "other principal, same prompt",
+    "other principal, fresh prompt",
+)
+
+
 def cache_timing(loaded: Any, reps: int) -> dict[str, Any]:
     """Whether vLLM's prefix cache tells one principal what another sent, by timing.
 
@@ -195,49 +239,23 @@ def cache_timing(loaded: Any, reps: int) -> dict[str, Any]:
     shared cache would open (the positive control); B's same-prompt time must look like
     B's fresh one, with no cached tokens.  The prompts are not secrets: ``random`` is fine.
     """
-    from companion.decoding.config import DefenseConfig
-    from companion.decoding.generate import GenerationConfig
-    from companion.decoding.noise import SecureNoise
-    from companion.vllm.engine import VllmGeneration
-
-    client, tokenizer = loaded.model, loaded.tokenizer
     rng = random.Random(28)
-
-    def once(text: str, principal: str) -> tuple[float, int]:
-        messages = [{"role": "user", "content": "Summarise: " + text}]
-        prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        config = GenerationConfig(
-            prompt_ids=tokenizer.encode(prompt, add_special_tokens=False),
-            defense=DefenseConfig.from_options("none", None),
-            generator=SecureNoise(),
-            max_new_tokens=1,
-        )
-        run = VllmGeneration(client, tokenizer, config, principal=principal)
-        start = time.perf_counter()
-        for _ in run:
-            pass
-        return time.perf_counter() - start, int(run.result.details.get("cached_prompt_tokens", 0))
-
-    kinds = (
-        "same principal, same prompt",
-        "other principal, same prompt",
-        "other principal, fresh prompt",
-    )
-    times: dict[str, list[float]] = {k: [] for k in kinds}
-    cached: dict[str, list[int]] = {k: [] for k in kinds}
+    times: dict[str, list[float]] = {k: [] for k in CACHE_KINDS}
+    cached: dict[str, list[int]] = {k: [] for k in CACHE_KINDS}
     prompt_tokens = 0
     for rep in range(reps):
-        text = _long_text(rng, 700)
+        ids = _prompt(loaded.tokenizer, _long_text(rng, 700))
+        fresh = _prompt(loaded.tokenizer, _long_text(rng, 700))
         a, b = f"guest:timing-a{rep}", f"guest:timing-b{rep}"
-        once(text, a)
-        plan = {kinds[0]: (text, a), kinds[1]: (text, b), kinds[2]: (_long_text(rng, 700), b)}
-        order = list(kinds)
+        _timed(loaded, ids, a)
+        plan = dict(zip(CACHE_KINDS, ((ids, a), (ids, b), (fresh, b)), strict=True))
+        order = list(CACHE_KINDS)
         rng.shuffle(order)
         for kind in order:
-            seconds, hits = once(*plan[kind])
+            seconds, hits = _timed(loaded, *plan[kind])
             times[kind].append(seconds)
             cached[kind].append(hits)
-        prompt_tokens = len(tokenizer.encode(text))
+        prompt_tokens = len(ids)
     return {
         "reps": reps,
         "prompt_words": 700,
@@ -245,6 +263,42 @@ def cache_timing(loaded: Any, reps: int) -> dict[str, Any]:
         "median_s": {k: statistics.median(v) for k, v in times.items()},
         "times_s": times,
         "cached_tokens": cached,
+    }
+
+
+PAD_KINDS = ("short context, padded", "long context, padded", "short context, not padded")
+
+
+def padding_timing(loaded: Any, reps: int) -> dict[str, Any]:
+    """Whether a guest's formal answer's first token tells how much context it had.
+
+    A guest's formal answer pads its prefill to the longest context it could have had
+    (``pad_prefill_to``; on vLLM a throwaway request of the missing tokens that the first
+    token waits for).  Per repetition, fresh prompts in random order: a short one
+    (~100 tokens) padded to the pad length, a long one (just under it) padded, and the
+    short one without padding (what the padding hides).  Padded short and long should
+    take the same time; unpadded short is the channel the padding closes.
+    """
+    rng = random.Random(29)
+    times: dict[str, list[float]] = {k: [] for k in PAD_KINDS}
+    pad = 0
+    for rep in range(reps):
+        short = _prompt(loaded.tokenizer, _long_text(rng, 60))
+        long = _prompt(loaded.tokenizer, _long_text(rng, 650))
+        again = _prompt(loaded.tokenizer, _long_text(rng, 60))
+        pad = len(long) + 8
+        plan = dict(zip(PAD_KINDS, ((short, pad), (long, pad), (again, None)), strict=True))
+        order = list(PAD_KINDS)
+        rng.shuffle(order)
+        for kind in order:
+            ids, to = plan[kind]
+            seconds, _ = _timed(loaded, ids, f"guest:padding-{rep}", to)
+            times[kind].append(seconds)
+    return {
+        "reps": reps,
+        "pad_to": pad,
+        "median_s": {k: statistics.median(v) for k, v in times.items()},
+        "times_s": times,
     }
 
 
@@ -324,6 +378,26 @@ def report(results: list[dict], args: argparse.Namespace) -> str:
         for kind, median in timing["median_s"].items():
             hits = ", ".join(str(h) for h in timing["cached_tokens"][kind])
             lines.append(f"| {kind} | {median * 1000:.0f} ms | {hits} |")
+    padded = [r for r in results if r.get("padding_timing")]
+    if padded:
+        first = padded[0]["padding_timing"]
+        lines += [
+            "",
+            "## A guest's padded prefill as a timing channel",
+            "",
+            f"{first['reps']} repetitions per engine of fresh prompts, one token each, in random "
+            f"order: a short prompt (~100 tokens) and a long one padded to {first['pad_to']} "
+            "tokens (a guest's formal answer: `pad_prefill_to`; on vLLM a throwaway request of "
+            "the missing tokens that the first token waits for), and a short one not padded "
+            "(what the padding hides). Padded short and long should take the same time.",
+            "",
+            "| engine | " + " | ".join(PAD_KINDS) + " |",
+            "|---|---|---|---|",
+        ]
+        for r in padded:
+            medians = r["padding_timing"]["median_s"]
+            cells = " | ".join(f"{medians[k] * 1000:.0f} ms" for k in PAD_KINDS)
+            lines.append(f"| {r['engine']} | {cells} |")
     return "\n".join(lines) + "\n"
 
 
