@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -138,7 +138,9 @@ async def _load(url: str, keys: list[str], clients: int, per_client: int, tokens
     }
 
 
-def run_engine(engine: str, args: argparse.Namespace, home: Path) -> dict[str, Any]:
+def run_engine(
+    engine: Literal["inprocess", "vllm"], args: argparse.Namespace, home: Path
+) -> dict[str, Any]:
     from companion.app import create_app
     from companion.settings import Settings
     from tests.companion.fakes import KeywordEmbedder, free_port, serve_http
@@ -407,7 +409,9 @@ def main() -> int:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--requests-per-client", type=int, default=2)
     parser.add_argument("--tokens", type=int, default=32)
-    parser.add_argument("--engines", nargs="+", default=["inprocess", "vllm"])
+    parser.add_argument(
+        "--engines", nargs="+", choices=["inprocess", "vllm"], default=["inprocess", "vllm"]
+    )
     parser.add_argument("--timing-reps", type=int, default=8)
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
