@@ -69,6 +69,11 @@ class Job:
             self.events.append({"index": len(self.events), **event})
             self.changed.notify_all()
 
+    @property
+    def where(self) -> tuple[str | None, int, str]:
+        """What the job reads: (model, layer, source)."""
+        return (self.model, self.layer, self.source)
+
     def touch(self) -> None:
         self.touched = time.monotonic()
 
@@ -212,12 +217,7 @@ class JobManager:
         with self._guard:
             if share:
                 for other in self._jobs.values():
-                    if (
-                        other.kind == job.kind
-                        and not other.finished
-                        and (other.model, other.layer, other.source)
-                        == (job.model, job.layer, job.source)
-                    ):
+                    if other.kind == job.kind and not other.finished and other.where == job.where:
                         return other
             if self._closed:
                 raise QueueFullError("the server is shutting down; try again after it restarts", 5)
@@ -254,8 +254,7 @@ class JobManager:
     def active_setup(self, model: str | None, layer: int, source: str = "hidden") -> Job | None:
         with self._guard:
             for job in self._jobs.values():
-                where = (job.model, job.layer, job.source)
-                if job.kind == "setup" and not job.finished and where == (model, layer, source):
+                if job.kind == "setup" and not job.finished and job.where == (model, layer, source):
                     return job
         return None
 

@@ -201,23 +201,28 @@ def test_a_server_whose_records_cannot_be_read_releases_nothing(client, tmp_path
         path.unlink()
 
 
-@pytest.fixture(scope="module")
-def companion(served, tmp_path_factory):
+def _companion_app(served, home: Path, **settings):
+    """The companion's app on the module's vLLM server."""
     from companion.app import create_app
     from companion.settings import Settings
 
     server, _, ledgers = served
-    port = free_port()
-    settings = Settings(
-        home=tmp_path_factory.mktemp("home"),
-        port=port,
+    config = Settings(
+        home=home,
         model=MODEL,
         engine="vllm",
         vllm_url=server.url,
         vllm_api_key=server.api_key,
         vllm_ledger_dir=ledgers,
+        **settings,
     )
-    app = create_app(settings, embedder=KeywordEmbedder())
+    return create_app(config, embedder=KeywordEmbedder())
+
+
+@pytest.fixture(scope="module")
+def companion(served, tmp_path_factory):
+    port = free_port()
+    app = _companion_app(served, tmp_path_factory.mktemp("home"), port=port)
     with serve_http(app, port, timeout=120) as url:
         yield url, app.state.token
 
@@ -282,20 +287,7 @@ def test_without_the_fallback_such_a_defense_is_refused_before_anything_is_charg
 ):
     from fastapi.testclient import TestClient
 
-    from companion.app import create_app
-    from companion.settings import Settings
-
-    server, _, ledgers = served
-    settings = Settings(
-        home=tmp_path,
-        model=MODEL,
-        engine="vllm",
-        vllm_url=server.url,
-        vllm_api_key=server.api_key,
-        vllm_ledger_dir=ledgers,
-        vllm_fallback=False,
-    )
-    app = create_app(settings, embedder=KeywordEmbedder())
+    app = _companion_app(served, tmp_path, vllm_fallback=False)
     body = {"messages": [{"role": "user", "content": "Hello?"}], "max_tokens": 4}
     with TestClient(app, base_url="http://127.0.0.1:8765") as client:
         auth = {"Authorization": f"Bearer {app.state.token}"}
