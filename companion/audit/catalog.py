@@ -129,16 +129,21 @@ def _probe(target: Any, config: Any) -> dict[str, float]:
 
     probe_rows = 4
     ids = torch.randint(target.vocab_size, (probe_rows, config.length))
-    target.batch_hidden_states(ids[:1, :8])  # warm-up (first call allocates)
+    reduced = config.reduced_precision
+    target.batch_hidden_states(ids[:1, :8], reduced=reduced)  # warm-up (first call allocates)
     started = time.perf_counter()
-    target.batch_hidden_states(ids)
+    target.batch_hidden_states(ids, reduced=reduced)
     per_token = (time.perf_counter() - started) / ids.numel()
     stages = {"states_s": per_token * config.sequences * config.length}
-    if wants_table(target, config):
+    table = wants_table(target, config)
+    first_rows = 0 if table else min(config.first_rows, target.vocab_size)
+    if table:
         started = time.perf_counter()
         target.batch_hidden_states(torch.arange(min(64, target.vocab_size)).reshape(-1, 1))
         per_entry = (time.perf_counter() - started) / min(64, target.vocab_size)
         stages["table_s"] = per_entry * target.vocab_size
+    elif first_rows:  # single-token passes: about the per-token cost of a sequence's
+        stages["first_s"] = per_token * first_rows
     ranker = Ranker(target.hidden_size, target.embed_dim, target.vocab_size, config.hidden)
     optimiser = torch.optim.Adam(ranker.parameters(), lr=config.learning_rate)
     rows = config.batch_size
@@ -152,7 +157,7 @@ def _probe(target: Any, config: Any) -> dict[str, float]:
     torch.nn.functional.cross_entropy(scores, labels).backward()
     optimiser.step()
     per_step = time.perf_counter() - started
-    n_rows = (config.sequences - max(1, config.sequences // 16)) * config.length
+    n_rows = (config.sequences - max(1, config.sequences // 16)) * config.length + first_rows
     stages["train_s"] = per_step * -(-n_rows // rows) * config.epochs
     stages["total_s"] = sum(stages.values())
     return stages

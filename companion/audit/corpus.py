@@ -13,8 +13,9 @@ Two sources (``SetupConfig.source``):
 * ``generated``: sequences sampled from the model itself at temperature 1 (the first
   setup's source, docs/inversion/report.md), as surprising to the model as its own text.
 
-Either way a share of the sequences gets random tokens spliced in, so the ranker also
-learns to read tokens no text would put there.  Sampling here is an experiment artefact
+Either way half of the sequences (``random_fraction``) are uniformly random tokens and a
+share of the rest gets random tokens spliced in, so the ranker learns to read the current
+token from its state, not only from context, and tokens no text would put there.  Sampling here is an experiment artefact
 (which windows, which spliced tokens), seeded for resumability, not protection.
 """
 
@@ -129,8 +130,12 @@ def build_corpus(
     else:
         corpus = _generated(target, config, folder, allowed, progress)
     splice = torch.Generator().manual_seed(config.seed + 7)
-    n_splice = round(config.splice_fraction * corpus.shape[0])
-    for row in range(n_splice):
+    rows = torch.randperm(corpus.shape[0], generator=splice)  # random rows spread evenly
+    n_random = round(config.random_fraction * corpus.shape[0])
+    n_splice = round(config.splice_fraction * (corpus.shape[0] - n_random))
+    for row in rows[:n_random].tolist():
+        corpus[row] = allowed[torch.randint(len(allowed), (config.length,), generator=splice)]
+    for row in rows[n_random : n_random + n_splice].tolist():
         mask = torch.rand(config.length, generator=splice) < config.splice_rate
         count = int(mask.sum())
         picks = allowed[torch.randint(len(allowed), (count,), generator=splice)]

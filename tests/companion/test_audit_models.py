@@ -56,8 +56,10 @@ def test_the_quick_setup_without_a_table_recovers_every_token(loaded):
     config = _with(QUICK, table="no")
     artifacts = run_setup(target, config, progress=lambda s, d, t: stages.add(s), force=True)
     assert "generating training text" not in stages and "position-0 table" not in stages
+    assert "first positions" in stages  # extra first-position rows for the ranker
     assert artifacts.table is None and artifacts.meta["table"] is False
     assert not (setup_dir(target) / "table.pt").exists()
+    assert not (setup_dir(target) / "first.pt").exists()  # a setup's scratch, removed
     ids = target.encode(TEXT)
     result = invert_fast(target, target.hidden_states(ids), artifacts, true_token_ids=ids)
     assert result.exact_match and result.proven
@@ -65,6 +67,56 @@ def test_the_quick_setup_without_a_table_recovers_every_token(loaded):
     assert torch.equal(torch.sort(orders[0]).values, torch.arange(target.vocab_size))
     again = load_setup(target)  # a saved quick setup loads without a table
     assert again.table is None
+
+
+def test_half_the_training_sequences_are_random_tokens(loaded, tmp_path):
+    """``random_fraction`` of the rows are uniformly random tokens (not a window of the
+    training text), spread over the corpus so the held-out rows hold them too; a share
+    of the rest gets random tokens spliced in."""
+    from companion.audit.corpus import build_corpus
+
+    model, _, _ = loaded
+    target = TargetModel(model)
+    text_ids = target.tokenizer(training_text(), add_special_tokens=False).input_ids
+    text = ",".join(str(i) for i in text_ids)
+    counts = {}
+    for fraction in (0.0, 0.5):
+        folder = tmp_path / f"corpus-{fraction}"
+        folder.mkdir()
+        config = _with(QUICK, sequences=64, random_fraction=fraction, splice_fraction=0.0)
+        build_corpus(target, config, folder, lambda s, d, t: None)
+        corpus = torch.load(folder / "corpus.pt", weights_only=True)
+        assert corpus.shape == (64, config.length)
+        from_text = [",".join(str(int(i)) for i in row) in text for row in corpus]
+        counts[fraction] = from_text.count(False)
+        if fraction:
+            assert from_text[:32].count(False) < 32  # spread over the corpus, not a block
+    assert counts[0.0] == 0  # every row is a window of the text
+    assert counts[0.5] == 32  # half are not: random tokens (a random 20-gram is never text)
+    with pytest.raises(InvalidParameterError, match="random_fraction"):
+        _with(QUICK, random_fraction=1.5)
+
+
+def test_reduced_precision_states_are_for_ordering_and_close_to_exact(loaded, monkeypatch):
+    """The training states may come from the bfloat16 copy (where it is fast): close to
+    the float32 ones, never bit-equal there; without fast bfloat16 they are the float32 ones."""
+    model, _, _ = loaded
+    target = TargetModel(model)
+    ids = torch.tensor([target.encode(TEXT)])
+    exact = target.batch_hidden_states(ids)
+    reduced = target.batch_hidden_states(ids, reduced=True)
+    assert reduced.dtype == torch.float32 and reduced.shape == exact.shape
+    if target.can_screen:
+        assert not torch.equal(reduced, exact)
+        rel = (reduced - exact).norm(dim=-1) / exact.norm(dim=-1)
+        assert float(rel.max()) < 0.1
+    else:
+        assert torch.equal(reduced, exact)
+    import companion.audit.hidden as hidden
+
+    monkeypatch.setattr(hidden, "SCREEN_MAX_PARAMS", 0)  # no bfloat16 copy: full precision
+    assert not target.can_screen
+    assert torch.equal(target.batch_hidden_states(ids, reduced=True), exact)
 
 
 def test_auto_builds_the_table_only_where_it_is_cheap(loaded):
@@ -191,3 +243,22 @@ def test_a_part_wheel_models_identity_is_known_before_it_is_joined(tmp_path, mon
     assert not (tmp_path / "bundled" / PART_MODELS[QWEN_05B].file).exists()
     joined = part_gguf_path(QWEN_05B)
     assert joined.exists() and model_identity(QWEN_05B) == before
+
+
+def test_the_report_marks_each_goal_met_or_not_from_the_figures():
+    """The goals table reads the run's figures: each goal can come out either way."""
+    from evals.audit_models.report import _goal_lines
+
+    def row(exact: float, ratio: float, setup_s: float, random_s: float) -> dict[str, Any]:
+        return {
+            "spec": "m",
+            "ratio": ratio,
+            "setup_s": setup_s,
+            "news": {"exact_match": exact, "tokens_proven": exact},
+            "random": {"mean_s_per_token": random_s},
+        }
+
+    good = _goal_lines({"models": [row(1.0, 1200.0, 120.0, 0.2)]})[-1]
+    bad = _goal_lines({"models": [row(0.9, 66.0, 699.0, 16.8)]})[-1]
+    assert good.count("(met)") == 4 and "not met" not in good
+    assert bad.count("(not met)") == 4 and "66x" in bad and "699" in bad
