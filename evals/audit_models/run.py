@@ -86,18 +86,25 @@ def _default_tokenizer() -> Any:
 
     for name in DEFAULT_TOKENIZER_FROM:
         if models.part_model_installed(name):
-            folder, gguf = models._resolve(name)
-            identity = models._identity(folder, gguf)
-            assert gguf is not None
             print(f"  the tokenizer of {name}", flush=True)
-            return models._gguf_tokenizer(folder, gguf, identity, lambda text: None)
+            return models.load_tokenizer(name)
     raise RuntimeError(
         f"none of {', '.join(DEFAULT_TOKENIZER_FROM)} is installed (requirements/models.txt)"
     )
 
 
 def run_steps(config: Config, opener: Opener) -> dict[str, Any]:
-    rows = [_model_row(config, opener, spec) for spec in config.models]
+    from py_core.errors import InvalidParameterError
+
+    rows, skipped = [], []
+    for spec in config.models:
+        try:
+            rows.append(_model_row(config, opener, spec))
+        except InvalidParameterError as exc:  # a model whose wheels are not installed
+            if "not installed" not in str(exc):
+                raise
+            print(f"  {spec}: not run ({exc})", flush=True)
+            skipped.append({"spec": spec, "why": str(exc)})
     first = config.models[0]
     layers = [_layer_row(config, opener, first, layer, "hidden") for layer in config.layers] + [
         next(r for r in rows if r["spec"] == first)["layer_row"]
@@ -109,6 +116,7 @@ def run_steps(config: Config, opener: Opener) -> dict[str, Any]:
     ]
     return {
         "models": rows,
+        "skipped": skipped,
         "layers": layers,
         "kv": kv,
         "certificates": _certificates(config, opener(first, -1, "hidden")),
@@ -164,7 +172,10 @@ def _model_row(config: Config, opener: Opener, spec: str) -> dict[str, Any]:
     length = config.large_random_length if large else config.window_length
     randoms = [[rng.choice(allowed) for _ in range(length)] for _ in range(config.random_windows)]
     rand = _invert_all(target, artifacts, randoms, "random-10")
-    ids = _news(target, config, 1)[0][: config.published_tokens]
+    params = sum(p.numel() for p in target.model.parameters())
+    large_model = params > config.large_model_params
+    published_tokens = config.large_published_tokens if large_model else config.published_tokens
+    ids = _news(target, config, 1)[0][:published_tokens]
     published = invert_gradient(
         target,
         target.hidden_states(ids),
@@ -173,7 +184,6 @@ def _model_row(config: Config, opener: Opener, spec: str) -> dict[str, Any]:
         ),
         true_token_ids=ids,
     )
-    params = sum(p.numel() for p in target.model.parameters())
     fast = summarise(news)
     slow = summarise([published])
     return {

@@ -262,3 +262,14 @@ def test_the_report_marks_each_goal_met_or_not_from_the_figures():
     bad = _goal_lines({"models": [row(0.9, 66.0, 699.0, 16.8)]})[-1]
     assert good.count("(met)") == 4 and "not met" not in good
     assert bad.count("(not met)") == 4 and "66x" in bad and "699" in bad
+
+
+def test_a_models_tokenizer_loads_without_its_weights(loaded):
+    """companion.models.load_tokenizer: the tokenizer the loaded model uses, nothing else."""
+    from companion.models import load_tokenizer
+
+    model, folder, _ = loaded
+    tokenizer = load_tokenizer(str(folder))
+    assert tokenizer(TEXT).input_ids == model.tokenizer(TEXT).input_ids
+    with pytest.raises(InvalidParameterError):
+        load_tokenizer(str(folder / "missing"))
