@@ -159,6 +159,12 @@ def markdown(r: dict[str, Any], out: Path) -> str:
         f"`{common.RENDER_FLAG}` re-renders this report from results.json; CI runs `--smoke` "
         "on a tiny random model.",
         "",
+        "This report is SmolLM2-135M's last layer after the *thorough* setup. Every model the "
+        "companion serves (SmolLM2, Qwen2.5-Coder-0.5B and the 1.5B default) after the quick "
+        "setup, recovery by layer and from the KV cache, the certificates under noise and "
+        "each goal's figure: [docs/audit-models/report.md](../audit-models/report.md) "
+        "(`veil eval audit-models --threads 2 --out docs/audit-models`).",
+        "",
         f"- Model: {common.describe_model(r.get('model_file'))}, cache identity `{r['model']}`, "
         f"layer {r['layer']} (-1 = last layer after the final norm)",
         f"- Machine: {common.describe_environment(r.get('environment'))}",
