@@ -136,14 +136,14 @@ def _probe(target: Any, config: Any) -> dict[str, float]:
     per_token = (time.perf_counter() - started) / ids.numel()
     stages = {"states_s": per_token * config.sequences * config.length}
     table = wants_table(target, config)
-    first_rows = 0 if table else min(config.first_rows, target.vocab_size)
+    early = min(config.early_rows, target.vocab_size)  # two-token sequences
     if table:
         started = time.perf_counter()
         target.batch_hidden_states(torch.arange(min(64, target.vocab_size)).reshape(-1, 1))
         per_entry = (time.perf_counter() - started) / min(64, target.vocab_size)
         stages["table_s"] = per_entry * target.vocab_size
-    elif first_rows:  # single-token passes: about the per-token cost of a sequence's
-        stages["first_s"] = per_token * first_rows
+    if early:  # two-token passes: about the per-token cost of a sequence's
+        stages["early_s"] = per_token * 2 * early
     ranker = Ranker(target.hidden_size, target.embed_dim, target.vocab_size, config.hidden)
     optimiser = torch.optim.Adam(ranker.parameters(), lr=config.learning_rate)
     rows = config.batch_size
@@ -157,7 +157,9 @@ def _probe(target: Any, config: Any) -> dict[str, float]:
     torch.nn.functional.cross_entropy(scores, labels).backward()
     optimiser.step()
     per_step = time.perf_counter() - started
-    n_rows = (config.sequences - max(1, config.sequences // 16)) * config.length + first_rows
+    n_rows = (config.sequences - max(1, config.sequences // 16)) * config.length + early * (
+        1 if table else 2
+    )
     stages["train_s"] = per_step * -(-n_rows // rows) * config.epochs
     stages["total_s"] = sum(stages.values())
     return stages

@@ -117,10 +117,12 @@ class SetupConfig:
     # The training text's states from the bfloat16 copy where it is fast
     # (TargetModel.can_screen): they only order candidates; every proof is float32.
     reduced_precision: bool = True
-    # Without the position-0 table the ranker reads a first state alone: this many distinct
-    # tokens' first-position states are added to its training rows (one single-token
-    # forward pass each; a training text has one first position per sequence).
-    first_rows: int = 16384
+    # The first two positions' states differ from the rest (position 0 is the attention
+    # sink, position 1 sees it and itself alone), and a training sequence has one of each:
+    # this many two-token sequences (a distinct second token after a random first one) add
+    # position-1 rows and, without the position-0 table, position-0 rows.  On SmolLM2, 9 of
+    # the 15 random-window positions ranked past 2,000 were at position 1.
+    early_rows: int = 16384
     # Learn a score offset per token.  Off for the quick setup: a token that never occurs in
     # 32 k training tokens is only ever pushed down, and real text is full of such tokens.
     token_bias: bool = False
@@ -159,8 +161,8 @@ class SetupConfig:
             raise InvalidParameterError(f"source must be one of {SOURCES}, got {self.source!r}")
         if self.table not in TABLE_CHOICES:
             raise InvalidParameterError(f"table must be one of {TABLE_CHOICES}, got {self.table!r}")
-        if self.first_rows < 0:
-            raise InvalidParameterError(f"first_rows must be >= 0, got {self.first_rows}")
+        if self.early_rows < 0:
+            raise InvalidParameterError(f"early_rows must be >= 0, got {self.early_rows}")
         if self.negatives < 0:
             raise InvalidParameterError(f"negatives must be >= 0, got {self.negatives}")
 
@@ -402,7 +404,7 @@ def _invalidate(folder: Path, old: dict[str, Any], new: dict[str, Any]) -> None:
     new = {k: v for k, v in new.items() if k not in _INFERENCE_ONLY}
     if old == new:
         return
-    stale = ["ranker", "done", "first"]
+    stale = ["ranker", "done", "early"]
     if any(old.get(k) != new.get(k) for k in (*_CORPUS_FIELDS, "format")):
         stale.append("corpus")
     if any(old.get(k) != new.get(k) for k in (*_CORPUS_FIELDS, "format") if k != "sequences"):
@@ -546,15 +548,18 @@ def _train_ranker(
     per_seq = corpus.shape[1] - start
     first = (torch.arange(start, corpus.shape[1]) == 0).repeat(corpus.shape[0])
     split = (corpus.shape[0] - n_val) * per_seq
-    if not table and config.first_rows:  # more first positions, for training only
-        ids, states = _first_states(target, config, folder, progress)
-        cur = torch.cat([cur[:split], states, cur[split:]])
-        prev = torch.cat([prev[:split], torch.zeros_like(states), prev[split:]])
-        labels = torch.cat([labels[:split], ids, labels[split:]])
-        first = torch.cat(
-            [first[:split], torch.ones(ids.shape[0], dtype=torch.bool), first[split:]]
-        )
-        split += int(ids.shape[0])
+    if config.early_rows:  # more first and second positions, for training only
+        ids, states = _early_states(target, config, folder, progress)  # (N, 2), (N, 2, d)
+        parts = [(states[:, 1], states[:, 0], ids[:, 1], False)]
+        if not table:
+            parts.append((states[:, 0], torch.zeros_like(states[:, 0]), ids[:, 0], True))
+        for c, p, y, is_first in parts:
+            cur = torch.cat([cur[:split], c, cur[split:]])
+            prev = torch.cat([prev[:split], p, prev[split:]])
+            labels = torch.cat([labels[:split], y, labels[split:]])
+            flag = torch.full((y.shape[0],), is_first, dtype=torch.bool)
+            first = torch.cat([first[:split], flag, first[split:]])
+            split += int(y.shape[0])
     ranker = Ranker(target.hidden_size, target.embed_dim, target.vocab_size, config.hidden)
     embedding = target.embedding.float()
     checkpoint = folder / "ranker.partial.pt"
@@ -621,31 +626,32 @@ def _train_ranker(
     _atomic_save({"model": ranker.state_dict()}, folder / "ranker.pt")
     checkpoint.unlink(missing_ok=True)
     (folder / "states.partial.pt").unlink(missing_ok=True)
-    (folder / "first.pt").unlink(missing_ok=True)
+    (folder / "early.pt").unlink(missing_ok=True)
     return report
 
 
-def _first_states(
+def _early_states(
     target: TargetModel, config: SetupConfig, folder: Path, progress: Progress
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``config.first_rows`` distinct tokens and their states at position 0 (a setup
-    without the position-0 table reads a first state with the ranker alone; a training
-    text has only one first position per sequence).  Saved once made."""
+    """``config.early_rows`` two-token sequences (a random first token, a distinct second
+    one) and their states (N, 2, d).  Saved once made."""
     from companion.audit.corpus import allowed_tokens
 
-    saved = folder / "first.pt"
+    saved = folder / "early.pt"
     if saved.exists():
         data = torch.load(saved, map_location="cpu", weights_only=True)
         return data["ids"], data["states"]
     allowed = allowed_tokens(target)
     gen = torch.Generator().manual_seed(config.seed + 11)
-    ids = allowed[torch.randperm(len(allowed), generator=gen)[: config.first_rows]]
+    second = allowed[torch.randperm(len(allowed), generator=gen)[: config.early_rows]]
+    first = allowed[torch.randint(len(allowed), (second.shape[0],), generator=gen)]
+    ids = torch.stack([first, second], dim=1)
     chunks = []
     for start in range(0, ids.shape[0], config.table_batch):
-        rows = ids[start : start + config.table_batch].reshape(-1, 1)
-        chunks.append(target.batch_hidden_states(rows, reduced=config.reduced_precision)[:, 0])
+        rows = ids[start : start + config.table_batch]
+        chunks.append(target.batch_hidden_states(rows, reduced=config.reduced_precision).cpu())
         progress("first positions", start + rows.shape[0], ids.shape[0])
-    states = torch.cat(chunks).cpu()
+    states = torch.cat(chunks)
     _atomic_save({"ids": ids, "states": states}, saved)
     return ids, states
 

@@ -29,11 +29,12 @@ class Config:
     sweep_setup: dict[str, Any] = field(default_factory=lambda: {"table": "no"})
     windows: int = 10  # 10-token news windows per model and per layer
     window_length: int = 10
-    random_windows: int = 1  # 10 uniformly random tokens, per model
+    random_windows: int = 3  # windows of 10 uniformly random tokens, per model
     # A model with a vocabulary over LARGE_VOCAB (Qwen: 152 k) searches up to 3x longer per
     # miss: it gets fewer windows and shorter random ones, to keep the run near 45 minutes.
     large_windows: int = 5
-    large_random_length: int = 3
+    large_random_windows: int = 1
+    large_random_length: int = 5
     published_tokens: int = 2  # positions run with the published method, per model
     # ...but one for a model over this many parameters (K=1000 Adam steps through a 1.5 B
     # model take about ten minutes per position here)

@@ -170,7 +170,8 @@ def _model_row(config: Config, opener: Opener, spec: str) -> dict[str, Any]:
     rng = random.Random(config.seed + 5)
     allowed = allowed_tokens(target)
     length = config.large_random_length if large else config.window_length
-    randoms = [[rng.choice(allowed) for _ in range(length)] for _ in range(config.random_windows)]
+    n_random = config.large_random_windows if large else config.random_windows
+    randoms = [[rng.choice(allowed) for _ in range(length)] for _ in range(n_random)]
     rand = _invert_all(target, artifacts, randoms, "random-10")
     params = sum(p.numel() for p in target.model.parameters())
     large_model = params > config.large_model_params
