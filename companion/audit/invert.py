@@ -11,7 +11,8 @@ jump of many orders of magnitude — a self-diagnosis that needs no ground truth
 * :func:`invert_fast` ranks candidates (position-0 table, trained ranker),
   verifies the first few exactly, then *screens* the rest in growing chunks with
   a bfloat16 copy of the model (~3x cheaper per candidate) and verifies exactly
-  only those whose screened state is close; it stops at the first proof.  If the
+  the closest (up to :data:`CHECKS_PER_CHUNK` a chunk) of those whose screened state
+  is close; it stops at the first proof.  If the
   whole vocabulary was screened without a proof, every remaining token is
   verified at full precision, in screened order — so a token is committed only
   when proven, or the position is reported unresolvable after an exhaustive
@@ -55,6 +56,12 @@ SCREEN_CHUNKS = (512, 2048)  # then 2048 at a time
 # fp32 check; a true one over it only time, since the exhaustive fp32 pass
 # follows — so the line sits generously above the true token.
 SCREEN_FRACTION = 0.05
+# At most this many of a chunk's close candidates (the closest by screened MSE) are
+# verified as the chunk is screened; the rest wait for the final pass, which verifies in
+# screened order over the whole vocabulary.  Where a state is generic (random context),
+# hundreds of a chunk's tokens can screen under the line, and verifying them all at each
+# chunk cost more float32 passes than the whole final pass.
+CHECKS_PER_CHUNK = 64
 
 # progress(event) with event = {"position": t, "total": T, ...}
 PositionCallback = Callable[[dict[str, Any]], None]
@@ -404,7 +411,7 @@ def _search_screened(
         screened_mse[start:stop] = target.screen(prefix, order[start:stop], state).cpu()
         close = torch.nonzero(screened_mse[start:stop] <= threshold).flatten() + start
         if close.numel():
-            close = close[torch.argsort(screened_mse[close])]
+            close = close[torch.argsort(screened_mse[close])][:CHECKS_PER_CHUNK]
             verified[close] = True
             row, max_abs, mse, cache = _proof(target, prefix, state, order[close], tolerance)
             if row is not None:

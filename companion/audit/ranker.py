@@ -650,7 +650,7 @@ def _early_states(
     for start in range(0, ids.shape[0], config.table_batch):
         rows = ids[start : start + config.table_batch]
         chunks.append(target.batch_hidden_states(rows, reduced=config.reduced_precision).cpu())
-        progress("first positions", start + rows.shape[0], ids.shape[0])
+        progress("first two positions", start + rows.shape[0], ids.shape[0])
     states = torch.cat(chunks)
     _atomic_save({"ids": ids, "states": states}, saved)
     return ids, states

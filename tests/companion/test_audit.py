@@ -186,6 +186,36 @@ def test_screening_finds_the_tail_and_never_decides(tiny, monkeypatch):
     assert fooled.exact_match and fooled.proven
 
 
+def test_a_chunk_verifies_only_its_closest_screened_candidates(tiny, monkeypatch):
+    """Where every token screens under the line (a generic state), a chunk verifies only
+    its CHECKS_PER_CHUNK closest at full precision, not all of them: the true token, the
+    closest, is proven after the head and at most that many more."""
+    import companion.audit.invert as invert
+
+    target, artifacts, _ = tiny
+    ids = target.encode(TEXT)
+    states = target.hidden_states(ids)
+    bad = _Reversed(artifacts.ranker, artifacts.table, artifacts.duplicates, artifacts.meta)
+    verify = target.verify
+
+    def all_close(prefix, candidates, state):  # the right order, everything under the line
+        return verify(prefix, candidates, state)[1] * 1e-9
+
+    monkeypatch.setattr(target, "screen", all_close)
+    head = sum(invert.FULL_PRECISION_HEAD)
+    for cap, most in ((4, head + 4), (10_000, None)):
+        monkeypatch.setattr(invert, "CHECKS_PER_CHUNK", cap)
+        result = invert_fast(target, states, bad, true_token_ids=ids, screen=True)
+        assert result.exact_match and result.proven
+        for p in result.positions:
+            assert p.rank is not None and p.rank > head
+            fp32 = p.candidates_checked - p.screened
+            if most is not None:
+                assert fp32 <= most
+            else:  # uncapped: the whole chunk's close candidates were verified at once
+                assert fp32 > head + 4
+
+
 def test_state_from_no_token_is_unresolvable(tiny):
     """A state no token can produce is searched exhaustively and reported unresolved."""
     target, artifacts, _ = tiny

@@ -56,7 +56,7 @@ def test_the_quick_setup_without_a_table_recovers_every_token(loaded):
     config = _with(QUICK, table="no")
     artifacts = run_setup(target, config, progress=lambda s, d, t: stages.add(s), force=True)
     assert "generating training text" not in stages and "position-0 table" not in stages
-    assert "first positions" in stages  # extra first- and second-position rows
+    assert "first two positions" in stages  # extra first- and second-position rows
     assert artifacts.table is None and artifacts.meta["table"] is False
     assert not (setup_dir(target) / "table.pt").exists()
     assert not (setup_dir(target) / "early.pt").exists()  # a setup's scratch, removed
