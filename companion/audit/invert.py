@@ -421,23 +421,23 @@ def _search_screened(
                     at + 1, stop, stop - int(verified[:stop].sum()),
                 )  # fmt: skip
         start = stop
-    # Nothing screened close enough: prove or refute every remaining token at full
-    # precision, most promising first.
-    rest = torch.nonzero(~verified).flatten()
-    if not rest.numel():  # every candidate screened close and failed: redo them for the report
-        rest = torch.arange(total)
-        verified[:] = False
-    rest = rest[torch.argsort(screened_mse[rest])]
+    # Nothing proven yet: prove or refute every token at full precision, most promising
+    # first -- those already verified included (they screened closest, so they come first
+    # and cost little), so that an unresolved position commits the nearest state of the
+    # whole vocabulary, not the nearest of the tokens left (a true token just over the
+    # tolerance was verified in its chunk and then left out of the nearest).
+    rest = torch.argsort(screened_mse)  # the unscreened head (infinite) last
     result, new_prefix = _search_position(
         target, prefix, state, order[rest], tolerance, position, setup, should_stop
     )
-    fp32 = int(verified.sum()) + result.candidates_checked
+    in_fp32 = verified.clone()  # verified while screening, or in the final pass
+    in_fp32[rest[: result.candidates_checked]] = True
     if result.rank is not None:
         result.rank = int(rest[result.rank - 1]) + 1
     for near in result.nearest:
         near["rank"] = int(rest[near["rank"] - 1]) + 1
     result.candidates_checked = total
-    result.screened = total - fp32
+    result.screened = total - int(in_fp32.sum())
     return result, new_prefix
 
 

@@ -502,3 +502,24 @@ def test_no_screening_copy_for_large_models(tiny, monkeypatch):
     assert not target.can_screen
     result = invert_fast(target, states, artifacts, true_token_ids=ids)
     assert result.config["screen"] is False and result.exact_match and result.proven
+
+
+def test_an_unresolved_position_commits_the_nearest_of_the_whole_vocabulary(tiny, monkeypatch):
+    """A true state nudged just past the tolerance: no proof, and the token committed (and
+    flagged) is the nearest one, even though it was verified, and failed, while screened."""
+    target, artifacts, _ = tiny
+    ids = target.encode(TEXT)
+    states = target.hidden_states(ids).clone()
+    states[1, 0] += 5e-3  # max-abs over the 1e-3 tolerance; still far nearer than any other
+    bad = _Reversed(artifacts.ranker, artifacts.table, artifacts.duplicates, artifacts.meta)
+    verify = target.verify
+
+    def all_close(prefix, candidates, state):
+        return verify(prefix, candidates, state)[1] * 1e-9
+
+    monkeypatch.setattr(target, "screen", all_close)
+    result = invert_fast(target, states[:2], bad, true_token_ids=ids[:2], screen=True)
+    p = result.positions[1]
+    assert p.status == "unresolved" and result.flagged_positions == [1]
+    assert p.token_id == ids[1] and p.candidates_checked == target.vocab_size
+    assert p.screened == 0  # every token was verified at full precision at the end
