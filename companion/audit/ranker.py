@@ -295,7 +295,8 @@ def load_setup(target: TargetModel) -> SetupArtifacts:
     if not done.exists():
         raise StateError(
             f"the inversion auditor is not set up for this model ({target.key}); run "
-            "`veil audit setup` once (about 3 minutes on two CPU cores for SmolLM2-135M)"
+            "`veil audit setup` once (about 3 minutes on two CPU cores for SmolLM2-135M, 4 for "
+            "Qwen2.5-0.5B)"
         )
     meta = json.loads(done.read_text())
     if meta.get("key") != target.key:

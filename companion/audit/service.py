@@ -259,7 +259,7 @@ def setup_required(target: TargetModel) -> SetupRequiredError:
     return SetupRequiredError(
         f"the inversion auditor is not set up for this model ({target.key}); run the setup "
         "first: the audit page's 'Set up' button, POST /v1/audit/setup, or `veil audit setup` "
-        "(once per model and layer: about 3 minutes on two CPU cores for SmolLM2-135M, 6 for "
+        "(once per model and layer: about 3 minutes on two CPU cores for SmolLM2-135M, 4 for "
         "Qwen2.5-0.5B; GET /v1/audit/setup says how long on this machine)"
     )
 
