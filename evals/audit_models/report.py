@@ -78,8 +78,8 @@ def markdown(r: dict[str, Any]) -> str:
         "Setup: the quick setup (`veil audit setup`: 1,024 sequences of 64 tokens, half "
         "real text this machine has and half uniformly random tokens, no generation, "
         "their states from the bfloat16 copy where this CPU has fast bfloat16, a sampled "
-        "softmax; the position-0 table only where it is cheap, otherwise 16,384 extra "
-        "first positions"
+        "softmax; 16,384 two-token sequences for the first two positions; the position-0 "
+        "table only where it is cheap"
         + (
             "; the smoke run's setups are far smaller: evals/audit_models/config.py). "
             if r["smoke"]
