@@ -49,6 +49,7 @@ from torch import nn
 from companion.audit.corpus import TEXT_VERSION, build_corpus
 from companion.audit.corpus import atomic_save as _atomic_save
 from companion.audit.hidden import PriorHead, TargetModel
+from companion.audit.setup_states import build_table, early_states, training_states
 from py_core.errors import InvalidParameterError, StateError
 
 Progress = Callable[[str, int, int], None]
@@ -354,7 +355,7 @@ def run_setup(
     table = wants_table(target, config)
     try:
         if table:
-            _build_table(target, config, folder, clock.wrap("table_s", progress))
+            build_table(target, config, folder, clock.wrap("table_s", progress))
             clock.stop()
         build_corpus(target, config, folder, clock.wrap("corpus_s", progress))
         clock.stop()
@@ -461,69 +462,6 @@ class _StageClock:
         self._save()
 
 
-def _build_table(
-    target: TargetModel, config: SetupConfig, folder: Path, progress: Progress
-) -> None:
-    final = folder / "table.pt"
-    if final.exists():
-        return
-    partial = folder / "table.partial.pt"
-    vocab = target.vocab_size
-    table = torch.zeros(vocab, target.hidden_size, dtype=torch.float16)
-    done = 0
-    if partial.exists():
-        saved = torch.load(partial, map_location="cpu", weights_only=True)
-        table, done = saved["table"], int(saved["done"])
-    last_save = time.monotonic()
-    while done < vocab:
-        stop = min(vocab, done + config.table_batch)
-        ids = torch.arange(done, stop).reshape(-1, 1)
-        # Full precision: a first state's norm is large (the attention sink), and bfloat16
-        # tables put SmolLM2's true first token at rank 2,000-8,000 in 6 of 40 windows.
-        table[done:stop] = target.batch_hidden_states(ids)[:, 0].half().cpu()
-        done = stop
-        try:
-            progress("position-0 table", done, vocab)
-        except InterruptedError:
-            _atomic_save({"table": table, "done": done}, partial)  # resume from here
-            raise
-        if time.monotonic() - last_save > 20 and done < vocab:
-            _atomic_save({"table": table, "done": done}, partial)
-            last_save = time.monotonic()
-    _atomic_save(table, final)
-    partial.unlink(missing_ok=True)
-
-
-def _training_states(
-    target: TargetModel,
-    corpus: torch.Tensor,
-    folder: Path,
-    progress: Progress,
-    reduced: bool,
-) -> torch.Tensor:
-    """The states (N, L, d) of the training text, saved as they go (a cancelled setup
-    resumes from the last saved batch)."""
-    partial = folder / "states.partial.pt"
-    chunks: list[torch.Tensor] = []
-    if partial.exists():
-        chunks = list(torch.load(partial, map_location="cpu", weights_only=True))
-    done = sum(int(c.shape[0]) for c in chunks)
-    last_save = time.monotonic()
-    while done < corpus.shape[0]:
-        rows = corpus[done : done + 32]
-        chunks.append(target.batch_hidden_states(rows, reduced=reduced).cpu())
-        done += int(chunks[-1].shape[0])
-        try:
-            progress("hidden states of training text", done, corpus.shape[0])
-        except InterruptedError:
-            _atomic_save(chunks, partial)
-            raise
-        if time.monotonic() - last_save > 20 and done < corpus.shape[0]:
-            _atomic_save(chunks, partial)
-            last_save = time.monotonic()
-    return torch.cat(chunks)
-
-
 def _train_ranker(
     target: TargetModel, config: SetupConfig, folder: Path, progress: Progress, table: bool
 ) -> dict[str, Any]:
@@ -538,7 +476,7 @@ def _train_ranker(
     """
     corpus = torch.load(folder / "corpus.pt", map_location="cpu", weights_only=True)
     n_val = max(1, corpus.shape[0] // 16)
-    hidden = _training_states(
+    hidden = training_states(
         target, corpus, folder, progress, config.reduced_precision
     )  # (N, L, d)
     start = 0 if not table else 1
@@ -550,7 +488,7 @@ def _train_ranker(
     first = (torch.arange(start, corpus.shape[1]) == 0).repeat(corpus.shape[0])
     split = (corpus.shape[0] - n_val) * per_seq
     if config.early_rows:  # more first and second positions, for training only
-        ids, states = _early_states(target, config, folder, progress)  # (N, 2), (N, 2, d)
+        ids, states = early_states(target, config, folder, progress)  # (N, 2), (N, 2, d)
         parts = [(states[:, 1], states[:, 0], ids[:, 1], False)]
         if not table:
             parts.append((states[:, 0], torch.zeros_like(states[:, 0]), ids[:, 0], True))
@@ -629,32 +567,6 @@ def _train_ranker(
     (folder / "states.partial.pt").unlink(missing_ok=True)
     (folder / "early.pt").unlink(missing_ok=True)
     return report
-
-
-def _early_states(
-    target: TargetModel, config: SetupConfig, folder: Path, progress: Progress
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``config.early_rows`` two-token sequences (a random first token, a distinct second
-    one) and their states (N, 2, d).  Saved once made."""
-    from companion.audit.corpus import allowed_tokens
-
-    saved = folder / "early.pt"
-    if saved.exists():
-        data = torch.load(saved, map_location="cpu", weights_only=True)
-        return data["ids"], data["states"]
-    allowed = allowed_tokens(target)
-    gen = torch.Generator().manual_seed(config.seed + 11)
-    second = allowed[torch.randperm(len(allowed), generator=gen)[: config.early_rows]]
-    first = allowed[torch.randint(len(allowed), (second.shape[0],), generator=gen)]
-    ids = torch.stack([first, second], dim=1)
-    chunks = []
-    for start in range(0, ids.shape[0], config.table_batch):
-        rows = ids[start : start + config.table_batch]
-        chunks.append(target.batch_hidden_states(rows, reduced=config.reduced_precision).cpu())
-        progress("first two positions", start + rows.shape[0], ids.shape[0])
-    states = torch.cat(chunks)
-    _atomic_save({"ids": ids, "states": states}, saved)
-    return ids, states
 
 
 @torch.no_grad()
